@@ -1,0 +1,121 @@
+// Package bootstrap is the child side of an execution: a small Python program
+// (bootstrap.py, embedded as Source) that both backends start verbatim as
+//
+//	python3 -I -B -c Source --fd N         (Args: an inherited socket, fd N)
+//	python3 -I -B -c Source --socket PATH  (SocketArgs: a Unix socket to connect)
+//
+// It reads the start frame of sandbox/wire, runs the code as the __main__
+// module, serves the program's binding calls over the channel, and sends
+// exactly one result frame.
+//
+// What it promises:
+//   - The program runs in a fresh module registered as sys.modules["__main__"]
+//     (so pickle and fork-based multiprocessing find its functions), with
+//     sys.argv ["<program>"]. Its globals hold the standard module dunders,
+//     BindingError and one plain function per declared binding; nothing of
+//     the bootstrap. An undeclared name stays undefined (NameError).
+//   - If the last statement is an expression, its value is the result value.
+//   - Every exception, SyntaxError, SystemExit and KeyboardInterrupt included,
+//     becomes a failure {type, message, traceback, errno}: the traceback reads
+//     as under `python prog.py`, with the file "<program>", the program's own
+//     line numbers and source lines, and no bootstrap frames. errno is set for
+//     an OSError with an integer errno. A SystemExit's message is str(code).
+//   - The exit status is python's: 0, 1 for an uncaught exception, SystemExit's
+//     code (masked to 8 bits; None is 0; anything else is printed to stderr and
+//     is 1). The bootstrap exits by SystemExit after sending the result, so
+//     non-daemon threads are joined and atexit handlers run. The traceback is
+//     not printed to stderr: it is in the failure.
+//   - Bindings: calling one maps positional arguments to its params in order
+//     (too many, or a name given twice, is a TypeError as in Python), encodes
+//     the arguments as JSON (a non-JSON argument, NaN or infinity is a
+//     TypeError naming the binding; tuples become lists) and blocks on the
+//     reply. A host error raises BindingError(message) with .type set. Calls
+//     from several threads are serialised: one call frame and its reply at a
+//     time; ids are unique and increasing within a run. In a forked child,
+//     after the result was sent, for a call frame over the cap, and once the
+//     channel failed (EOF, garbage, a call interrupted mid-frame), a binding
+//     raises BindingError and the program goes on.
+//   - The rlimits given after the channel (Args' rlimits) are applied
+//     before the start frame is read, so no line of the program runs
+//     without them; one that cannot be applied ends it with ExitBootstrap.
+//   - SIGXFSZ is ignored, so a write past RLIMIT_FSIZE is an OSError (EFBIG).
+//   - The channel fd is close-on-exec: programs the program runs never get it.
+//   - A forked child that runs off the end of the program exits with its own
+//     status (printing its traceback to stderr, as python would) and never
+//     touches the channel.
+//
+// What it refuses: a first frame that is not a valid version-1 start frame
+// (bad JSON, wrong type or version, a binding name that is not a usable
+// identifier or is BindingError or a dunder) ends the interpreter with
+// ExitBootstrap and a message on stderr, before any program code runs. If
+// the result cannot be sent (the channel is gone, or the program closed the
+// channel fd and reopened another file on it), the exit status is also
+// ExitBootstrap. A host must go by the result frame, not the status: a
+// program can exit with 125 too.
+//
+// The value → JSON conversion: None, bool, int and str pass through, a
+// subclass converted to its base type (an IntEnum becomes an int); a finite
+// float passes and NaN or ±inf becomes its repr() string ("nan", "inf");
+// a list or tuple (namedtuple included) becomes an array; a dict whose keys
+// are all str, int, float, bool or None becomes an object, the keys turned
+// into strings as json.dumps does (True → "true", 1.5 → "1.5"), unless two
+// keys then collide. Anything else, a dict with other keys included, becomes
+// its repr() string, or "<unrepresentable TYPE>" if repr raises. A cycle, or
+// a container nested deeper than 100 levels, becomes the repr() of that
+// sub-value. An int too large for Python's int-to-str limit is sent as its
+// repr(), or "<unrepresentable int>" when that fails too. If the result
+// frame would exceed the start frame's max_frame, the bootstrap sends instead
+// a failure of type "ValueTooLarge" ("the result value encodes to N bytes;
+// the frame cap is M", N being the frame's size); an oversized failure has
+// its message and traceback clipped. No frame it sends exceeds the cap.
+//
+// Python 3.8 or later, standard library only. On Python 3.14 and later the
+// default multiprocessing start method on Linux is forkserver, which cannot
+// find functions the program defines (the program has no file); such a
+// program must call multiprocessing.set_start_method("fork").
+package bootstrap
+
+import (
+	_ "embed"
+	"strconv"
+)
+
+// Source is the bootstrap program, passed to the interpreter with -c. It is
+// well under the kernel's 128 KiB limit on one argument.
+//
+//go:embed bootstrap.py
+var Source string
+
+// ExitBootstrap is the exit status of a bootstrap that could not start the
+// program (a bad start frame or channel) or could not send its result.
+const ExitBootstrap = 125
+
+// Rlimit is one resource limit the bootstrap applies to itself before it
+// reads the start frame. Name is the suffix of resource.RLIMIT_NAME ("CPU",
+// "AS", "FSIZE", "NPROC", "NOFILE", "STACK", "CORE").
+type Rlimit struct {
+	Name      string
+	Soft, Max uint64
+}
+
+// Args returns the interpreter arguments, after the interpreter path, for a
+// bootstrap that talks to the host over the inherited stream socket fd and
+// first lowers its own limits to rlimits. -I isolates the interpreter from
+// PYTHON* variables, the user site and the current directory; -B writes no
+// bytecode.
+func Args(fd int, rlimits ...Rlimit) []string {
+	return withRlimits([]string{"-I", "-B", "-c", Source, "--fd", strconv.Itoa(fd)}, rlimits)
+}
+
+// SocketArgs is Args for a bootstrap that connects to the Unix stream socket
+// at path (the container backend).
+func SocketArgs(path string, rlimits ...Rlimit) []string {
+	return withRlimits([]string{"-I", "-B", "-c", Source, "--socket", path}, rlimits)
+}
+
+func withRlimits(args []string, rlimits []Rlimit) []string {
+	for _, r := range rlimits {
+		args = append(args, "--rlimit", r.Name+"="+strconv.FormatUint(r.Soft, 10)+":"+strconv.FormatUint(r.Max, 10))
+	}
+	return args
+}

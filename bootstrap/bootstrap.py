@@ -1,0 +1,520 @@
+# psych bootstrap: runs one program as __main__ and reports how it went over
+# the wire channel. Started as
+#     python3 -I -B -c SOURCE --fd N          (an inherited socket)
+#     python3 -I -B -c SOURCE --socket PATH   (a Unix socket to connect to)
+# either followed by any number of "--rlimit NAME=SOFT:HARD" (NAME as in
+# resource.RLIMIT_NAME), applied before the start frame is read.
+# Python 3.8+, stdlib only. The contract is in bootstrap.go's package doc.
+#
+# Everything here lives in the -c module's namespace; the program gets a fresh
+# module of its own, so none of these names are visible to it.
+
+import _ast
+import _signal
+import _thread
+import builtins
+import json
+import keyword
+import linecache
+import math
+import os
+import sys
+import traceback
+import types
+
+FILENAME = "<program>"
+EXIT_BOOTSTRAP = 125  # the bootstrap itself failed; no result was sent
+DEFAULT_MAX_FRAME = 16 << 20
+MAX_DEPTH = 100  # containers nested deeper than this are sent as repr()
+PID = os.getpid()
+getpid = os.getpid  # captured: a program mocking os.getpid must not fool the fork check
+
+
+class BindingError(Exception):
+    """A host binding failed. str(e) is the host's message; e.type names the kind."""
+
+    def __init__(self, message="", type="BindingError"):
+        super().__init__(message)
+        self.type = type
+
+
+class ProtocolError(ValueError):
+    """The host sent something that is not the expected frame."""
+
+
+# --- frames ---------------------------------------------------------------
+
+
+def encode(obj):
+    # Lone surrogates (from surrogateescape'd bytes) cannot be UTF-8; they only
+    # occur inside JSON strings, where backslashreplace turns them into valid
+    # \udcXX escapes.
+    text = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return text.encode("utf-8", "backslashreplace")
+
+
+def read_exact(fd, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = os.read(fd, min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise EOFError("the channel ended inside a frame" if buf else "the host closed the channel")
+        buf += chunk
+    return bytes(buf)
+
+
+def read_frame(fd, cap):
+    n = int.from_bytes(read_exact(fd, 4), "big")
+    if n == 0 or n > cap:
+        raise ProtocolError("frame of %d bytes, cap %d" % (n, cap))
+    msg = json.loads(read_exact(fd, n).decode("utf-8"))
+    if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
+        raise ProtocolError("frame is not a JSON object with a type")
+    return msg
+
+
+def write_frame(fd, body):
+    data = memoryview(len(body).to_bytes(4, "big") + body)
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def apply_rlimits(argv):
+    """Applies and strips the trailing "--rlimit NAME=SOFT:HARD" options.
+
+    They run before the start frame is read, so no line of the program runs
+    without them; lowering a limit needs no privilege, and the program,
+    unprivileged, cannot raise a hard limit again.
+    """
+    rest = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--rlimit" and i + 1 < len(argv):
+            import resource
+
+            name, _, pair = argv[i + 1].partition("=")
+            soft, _, hard = pair.partition(":")
+            resource.setrlimit(getattr(resource, "RLIMIT_" + name), (int(soft), int(hard)))
+            i += 2
+        else:
+            rest.append(argv[i])
+            i += 1
+    return rest
+
+
+def open_channel(argv):
+    if len(argv) == 2 and argv[0] == "--fd" and argv[1].isdigit():
+        fd = int(argv[1])
+    elif len(argv) == 2 and argv[0] == "--socket":
+        import socket
+
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(argv[1])
+        fd = sock.detach()
+    else:
+        raise ValueError("usage: bootstrap (--fd N | --socket PATH)")
+    os.set_inheritable(fd, False)  # programs the program execs never get it
+    return fd
+
+
+def read_start(fd):
+    """Reads and checks the start frame; returns (code, bindings, max_frame)."""
+    msg = read_frame(fd, 1 << 32)  # the host's encoder already enforced its cap
+    if msg["type"] != "start" or type(msg.get("v")) is not int or msg["v"] != 1:
+        raise ProtocolError("the first frame is not a version 1 start frame")
+    code, max_frame = msg.get("code"), msg.get("max_frame") or DEFAULT_MAX_FRAME
+    if not isinstance(code, str):
+        raise ProtocolError("start: code is not a string")
+    if type(max_frame) is not int or max_frame <= 0:
+        raise ProtocolError("start: max_frame is not a positive integer")
+    bindings, names = [], set()
+    for b in msg.get("bindings") or []:
+        name, params, doc = b.get("name"), b.get("params") or [], b.get("doc") or None
+        dunder = isinstance(name, str) and name.startswith("__") and name.endswith("__")
+        ok = usable_name(name) and name not in names and name != "BindingError" and not dunder
+        ok = ok and isinstance(params, list) and all(usable_name(p) for p in params)
+        if not ok or len(set(params)) != len(params) or not isinstance(doc, (str, type(None))):
+            raise ProtocolError("start: bad binding declaration %.100r" % (b,))
+        names.add(name)
+        bindings.append((name, params, doc))
+    return code, bindings, max_frame
+
+
+def usable_name(s):
+    return isinstance(s, str) and s.isidentifier() and not keyword.iskeyword(s)
+
+
+# --- the host side of the channel ------------------------------------------
+
+
+class Host:
+    """The channel after start, shared by every binding call and the result."""
+
+    def __init__(self, fd, max_frame):
+        self.fd, self.max_frame = fd, max_frame
+        st = os.fstat(fd)
+        self.identity = (st.st_dev, st.st_ino)
+        self.lock = _thread.allocate_lock()  # one call (send + reply) at a time
+        self.last_id = 0
+        self.broken = None  # why the channel is out of step, once it is
+        self.closed = False  # the result was sent: no more frames
+
+    def check_fd(self):
+        # A program may close fd N and open something else on it: never write
+        # a frame into the program's own file.
+        st = os.fstat(self.fd)
+        if (st.st_dev, st.st_ino) != self.identity:
+            raise OSError("the channel fd was closed by the program")
+
+    def call(self, name, args):
+        if getpid() != PID:
+            raise BindingError("bindings are not available in a forked child process")
+        try:
+            args = json.dumps(args, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        except (TypeError, ValueError, RecursionError) as e:
+            raise TypeError("%s(): arguments must be JSON-serialisable: %s" % (name, e)) from None
+        with self.lock:
+            if self.closed:
+                raise BindingError("bindings are not available after the program has finished")
+            if self.broken:
+                raise BindingError("the channel to the host is broken: " + self.broken)
+            self.last_id += 1
+            call_id = self.last_id
+            frame = '{"type":"call","id":%d,"name":%s,"args":%s}' % (call_id, json.dumps(name), args)
+            frame = frame.encode("utf-8", "backslashreplace")
+            if len(frame) > self.max_frame:
+                raise BindingError(
+                    "%s(): the call encodes to %d bytes; the frame cap is %d" % (name, len(frame), self.max_frame)
+                )
+            try:
+                self.check_fd()
+                write_frame(self.fd, frame)
+                reply = read_frame(self.fd, self.max_frame)
+                if reply["type"] != "reply" or reply.get("id") != call_id:
+                    raise ProtocolError("expected the reply to call %d, got %.100r" % (call_id, reply))
+            except (OSError, EOFError, ValueError, RecursionError) as e:
+                self.broken = str(e) or type(e).__name__
+                raise BindingError("%s(): the channel to the host failed: %s" % (name, self.broken)) from None
+            except BaseException:
+                # A signal handler (or ^C) raised mid-frame: the stream is out of step.
+                self.broken = "a call was interrupted"
+                raise
+        err = reply.get("error")
+        if err is not None:
+            if not isinstance(err, dict):
+                raise BindingError(str(err))
+            raise BindingError(str(err.get("message", "")), str(err.get("type") or "BindingError"))
+        return reply.get("value")
+
+    def send_result(self, body):
+        with self.lock:  # waits for a call in flight on another thread
+            self.closed = True
+            self.check_fd()
+            write_frame(self.fd, body)
+
+
+def make_binding(host, name, params, doc, signature):
+    """Returns the plain function the program calls as `name`."""
+    params = tuple(params)
+
+    def binding(*args, **kwargs):
+        if len(args) > len(params):
+            raise TypeError(
+                "%s() takes %d positional argument%s but %d were given"
+                % (name, len(params), "" if len(params) == 1 else "s", len(args))
+            )
+        call_args = dict(zip(params, args))
+        for k, v in kwargs.items():
+            if k in call_args:
+                raise TypeError("%s() got multiple values for argument '%s'" % (name, k))
+            call_args[k] = v
+        return host.call(name, call_args)
+
+    binding.__name__ = binding.__qualname__ = name
+    binding.__doc__ = doc
+    binding.__module__ = "__main__"
+    binding.__signature__ = signature
+    return binding
+
+
+def signature_of(params):
+    import inspect  # only when there are bindings: it costs ~2 ms of startup
+
+    P = inspect.Parameter
+    rest = "kwargs"
+    while rest in params:
+        rest += "_"
+    return inspect.Signature([P(p, P.POSITIONAL_OR_KEYWORD) for p in params] + [P(rest, P.VAR_KEYWORD)])
+
+
+# --- running the program ------------------------------------------------------
+
+
+def new_main(host, bindings):
+    """The program's module: standard dunders, BindingError and the bindings only."""
+    module = types.ModuleType("__main__")
+    ns = module.__dict__
+    ns["__builtins__"] = builtins
+    ns["BindingError"] = BindingError
+    for name, params, doc in bindings:
+        ns[name] = make_binding(host, name, params, doc, signature_of(params))
+    return module
+
+
+def run(code, ns):
+    """Runs code in ns like `python prog.py`; returns the value of a trailing expression."""
+    tree = compile(code, FILENAME, "exec", _ast.PyCF_ONLY_AST)  # = ast.parse, without importing ast
+    last = None
+    if tree.body and isinstance(tree.body[-1], _ast.Expr):
+        last = _ast.Expression(tree.body.pop().value)
+    exec(compile(tree, FILENAME, "exec"), ns)
+    if last is not None:
+        return eval(compile(last, FILENAME, "eval"), ns)
+    return None
+
+
+# --- reporting -------------------------------------------------------------
+
+
+def to_json(v, depth=0, active=None):
+    """Converts v to plain JSON data by the rule in bootstrap.go's doc."""
+    if v is None or v is True or v is False:
+        return v
+    if isinstance(v, str):
+        return str.__str__(v)  # exact str, also for subclasses
+    if isinstance(v, int):
+        i = int.__int__(v)
+        try:
+            int.__repr__(i)  # over sys.get_int_max_str_digits() it has no decimal form
+        except ValueError:
+            return safe_repr(v)
+        return i
+    if isinstance(v, float):
+        f = float.__float__(v)
+        return f if math.isfinite(f) else repr(f)
+    if not isinstance(v, (list, tuple, dict)):
+        return safe_repr(v)
+    active = set() if active is None else active
+    if depth >= MAX_DEPTH or id(v) in active:
+        return safe_repr(v)
+    active.add(id(v))
+    try:
+        if not isinstance(v, dict):
+            return [to_json(x, depth + 1, active) for x in v]
+        out = {}
+        for k, x in dict.items(v):
+            key = json_key(k)
+            if key is None:
+                return safe_repr(v)
+            out[key] = to_json(x, depth + 1, active)
+        return out if len(out) == len(v) else safe_repr(v)  # keys collided as strings
+    finally:
+        active.discard(id(v))
+
+
+def json_key(k):
+    """The string json.dumps makes of a dict key, or None if it refuses the key."""
+    if isinstance(k, str):
+        return str.__str__(k)
+    if k is None or k is True or k is False:
+        return json.dumps(k)
+    if isinstance(k, int):
+        try:
+            return int.__repr__(int.__int__(k))
+        except ValueError:
+            return None
+    if isinstance(k, float):
+        return json.dumps(float.__float__(k))  # NaN, Infinity as json.dumps writes them
+    return None
+
+
+def safe_repr(v):
+    try:
+        r = repr(v)
+        if isinstance(r, str):
+            return str.__str__(r)
+    except Exception:
+        pass
+    return "<unrepresentable %s>" % type(v).__name__
+
+
+def safe_str(v):
+    try:
+        return str(v)
+    except Exception:
+        return "<unprintable %s>" % type(v).__name__
+
+
+def code_objects(code):
+    """code and every code object nested in it (functions, classes, closures)."""
+    found = {code}
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            found |= code_objects(c)
+    return found
+
+
+OWN_CODE = code_objects(sys._getframe().f_code)  # every frame the bootstrap can run
+
+
+def strip_frames(exc):
+    """Rebuilds the tracebacks of exc and everything chained to it without the
+    bootstrap's frames; exc's own starts at the program's first frame (a
+    SyntaxError has none, so it has no traceback, as under python)."""
+    todo, seen = [(exc, True)], set()
+    while todo:
+        e, top = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        kept, tb = [], e.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if not (code in OWN_CODE or (top and not kept and code.co_filename != FILENAME)):
+                kept.append(tb)
+            tb = tb.tb_next
+        new = None
+        for tb in reversed(kept):
+            new = types.TracebackType(new, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
+        e.__traceback__ = new
+        todo += [(e.__cause__, False), (e.__context__, False)]
+        group = getattr(e, "exceptions", None)
+        if isinstance(group, tuple):  # an exception group's members
+            todo += [(x, False) for x in group if isinstance(x, BaseException)]
+
+
+def format_exception(exc):
+    try:
+        strip_frames(exc)
+        if isinstance(exc, SyntaxError) and exc.text is None and exc.filename == FILENAME:
+            # Raised by compile() from the AST, which has no source text to quote.
+            exc.text = linecache.getline(FILENAME, exc.lineno or 0) or None
+        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except BaseException:
+        return ""
+
+
+def describe(exc):
+    """The failure object for an exception that ended the program."""
+    if isinstance(exc, SystemExit):
+        message = safe_str(exc.code)
+    else:
+        message = safe_str(exc)
+    failure = {"type": type(exc).__name__[:200], "message": message, "traceback": format_exception(exc)}
+    errno = getattr(exc, "errno", None) if isinstance(exc, OSError) else None
+    if isinstance(errno, int) and not isinstance(errno, bool):
+        failure["errno"] = int.__int__(errno)
+    return failure
+
+
+def exit_status(exc):
+    """The status `python prog.py` exits with; prints a non-int SystemExit code as it does."""
+    if exc is None:
+        return 0
+    if not isinstance(exc, SystemExit):
+        return 1
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        print(code, file=sys.stderr)
+    except Exception:
+        pass
+    return 1
+
+
+def result_frame(value, failure, cap):
+    """The result frame's body, never over cap (None if even a bare failure is)."""
+    body = encode({"type": "result", "value": value, "failure": failure})
+    if len(body) <= cap:
+        return body
+    if failure is None:
+        message = "the result value encodes to %d bytes; the frame cap is %d" % (len(body), cap)
+        failure = {"type": "ValueTooLarge", "message": message, "traceback": ""}
+    # An oversized failure: keep the head of the message and the tail of the
+    # traceback (where the error is), halving until the frame fits.
+    msg, tb = failure["message"], failure["traceback"]
+    keep = max(len(msg), len(tb)) * 2
+    while keep:
+        keep //= 2
+        clipped = dict(
+            failure,
+            message=msg if len(msg) <= keep else msg[:keep] + " [truncated]",
+            traceback=tb if len(tb) <= keep else "[truncated] " + tb[len(tb) - keep :],
+        )
+        body = encode({"type": "result", "value": None, "failure": clipped})
+        if len(body) <= cap:
+            return body
+    return None
+
+
+def flush_std():
+    for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            f.flush()
+        except Exception:
+            pass
+
+
+def main():
+    # A write past RLIMIT_FSIZE then fails with EFBIG instead of killing us.
+    _signal.signal(_signal.SIGXFSZ, _signal.SIG_IGN)
+    try:
+        fd = open_channel(apply_rlimits(sys.argv[1:]))
+        code, bindings, max_frame = read_start(fd)
+        host = Host(fd, max_frame)
+        module = new_main(host, bindings)
+    except Exception as e:
+        sys.stderr.write("psych bootstrap: %s\n" % (safe_str(e) or type(e).__name__))
+        sys.stderr.flush()
+        os._exit(EXIT_BOOTSTRAP)
+
+    linecache.cache[FILENAME] = (len(code), None, code.splitlines(True), FILENAME)
+    sys.argv = [FILENAME]
+    sys.modules["__main__"] = module  # the program is __main__: pickle, multiprocessing find its functions
+
+    value = exc = None
+    try:
+        value = run(code, module.__dict__)
+    except BaseException as e:  # SyntaxError, SystemExit, KeyboardInterrupt too
+        exc = e
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))  # the program may have lowered it
+    status = exit_status(exc)
+    if getpid() != PID:
+        # A forked child fell through to the end of the program: it exits as
+        # python would, and never touches the channel it shares with us.
+        if exc is not None and not isinstance(exc, SystemExit):
+            try:
+                sys.stderr.write(format_exception(exc))
+            except Exception:
+                pass
+        flush_std()
+        os._exit(status)
+    flush_std()
+
+    failure = None
+    if exc is not None:
+        failure = describe(exc)
+    else:
+        try:
+            value = to_json(value)
+        except BaseException:
+            value = "<unrepresentable %s>" % type(value).__name__
+    try:
+        body = result_frame(value, None if exc is None else failure, max_frame)
+        if body is None:
+            raise ProtocolError("the frame cap is too small for any result")
+        host.send_result(body)
+    except BaseException as e:
+        sys.stderr.write("psych bootstrap: sending the result: %s\n" % safe_str(e))
+        flush_std()
+        os._exit(EXIT_BOOTSTRAP)
+    del exc, value
+    # As python does at exit: join non-daemon threads, run atexit, flush.
+    raise SystemExit(status)
+
+
+main()

@@ -1,0 +1,745 @@
+package bootstrap_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/psych-runtime/psych/bootstrap"
+	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/wire"
+)
+
+// python is the interpreter under test: PSYCH_TEST_PYTHON, else the
+// system's (never a PATH lookup, which may find a slow shim).
+func python(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("PSYCH_TEST_PYTHON")
+	if p == "" {
+		p = "/usr/bin/python3"
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("needs a Python interpreter at %s (set PSYCH_TEST_PYTHON): %v", p, err)
+	}
+	return p
+}
+
+// program is one execution: the code, what the host declares and how it
+// answers calls (nil: any call fails the test).
+type program struct {
+	code     string
+	bindings []sandbox.Binding
+	maxFrame int
+	serve    func(*wire.Call) *wire.Reply
+}
+
+// outcome is everything the host saw.
+type outcome struct {
+	result   *wire.Result
+	calls    []*wire.Call
+	exitCode int
+	stdout   string
+	stderr   string
+}
+
+func echoReply(c *wire.Call) *wire.Reply { return &wire.Reply{ID: c.ID, Value: c.Args} }
+
+var echoBinding = []sandbox.Binding{{Name: "echo", Params: []string{"a", "b"}, Doc: "Echo the arguments."}}
+
+// socketpair returns the host end (non-blocking, so deadlines work) and the
+// child end (blocking, for the interpreter), both close-on-exec.
+func socketpair(t *testing.T) (hostEnd, childEnd *os.File) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("socketpair: %v", err)
+	}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		t.Fatalf("set nonblock: %v", err)
+	}
+	hostEnd = os.NewFile(uintptr(fds[0]), "host")
+	childEnd = os.NewFile(uintptr(fds[1]), "child")
+	t.Cleanup(func() { hostEnd.Close() })
+	return hostEnd, childEnd
+}
+
+// child is a started interpreter.
+type child struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+}
+
+func startChild(t *testing.T, args []string, extra *os.File) *child {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	c := &child{cmd: exec.CommandContext(ctx, python(t), args...)}
+	c.cmd.Stdin = nil // /dev/null
+	c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
+	c.cmd.WaitDelay = 5 * time.Second
+	if extra != nil {
+		c.cmd.ExtraFiles = []*os.File{extra} // fd 3
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatalf("start interpreter: %v", err)
+	}
+	if extra != nil {
+		extra.Close()
+	}
+	t.Cleanup(func() {
+		if c.cmd.ProcessState == nil {
+			c.cmd.Process.Kill()
+			c.cmd.Wait()
+		}
+	})
+	return c
+}
+
+func (c *child) wait(t *testing.T, o *outcome) {
+	t.Helper()
+	err := c.cmd.Wait()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("wait: %v", err)
+	}
+	o.exitCode = c.cmd.ProcessState.ExitCode()
+	o.stdout, o.stderr = c.stdout.String(), c.stderr.String()
+}
+
+// converse plays the host: sends start, answers calls, and reads until EOF,
+// failing on anything but calls and exactly one result.
+func converse(t *testing.T, rw io.ReadWriter, p program) *outcome {
+	t.Helper()
+	if d, ok := rw.(interface{ SetDeadline(time.Time) error }); ok {
+		d.SetDeadline(time.Now().Add(60 * time.Second))
+	}
+	enc, dec := wire.NewEncoder(rw, p.maxFrame), wire.NewDecoder(rw, p.maxFrame)
+	start := &wire.Start{V: wire.Version, Code: p.code, Bindings: p.bindings, MaxFrame: p.maxFrame}
+	if err := enc.Encode(start); err != nil {
+		t.Fatalf("send start: %v", err)
+	}
+	o := &outcome{}
+	for {
+		m, err := dec.Next()
+		if errors.Is(err, io.EOF) {
+			return o
+		}
+		if err != nil {
+			t.Fatalf("read frame: %v", err)
+		}
+		switch m := m.(type) {
+		case *wire.Call:
+			if o.result != nil {
+				t.Fatalf("call frame after the result: %+v", m)
+			}
+			if p.serve == nil {
+				t.Fatalf("unexpected call %s(%s)", m.Name, m.Args)
+			}
+			o.calls = append(o.calls, m)
+			if err := enc.Encode(p.serve(m)); err != nil {
+				t.Fatalf("send reply: %v", err)
+			}
+		case *wire.Result:
+			if o.result != nil {
+				t.Fatalf("second result frame: %+v", m)
+			}
+			o.result = m
+		default:
+			t.Fatalf("unexpected frame %T", m)
+		}
+	}
+}
+
+func run(t *testing.T, p program) *outcome {
+	t.Helper()
+	hostEnd, childEnd := socketpair(t)
+	c := startChild(t, bootstrap.Args(3), childEnd)
+	o := converse(t, hostEnd, p)
+	c.wait(t, o)
+	if o.result == nil {
+		t.Fatalf("no result frame; exit %d, stderr:\n%s", o.exitCode, o.stderr)
+	}
+	return o
+}
+
+// mustSucceed runs p and checks it succeeded with status 0.
+func mustSucceed(t *testing.T, p program) *outcome {
+	t.Helper()
+	o := run(t, p)
+	if f := o.result.Failure; f != nil {
+		t.Fatalf("failure %s: %s\n%s\nstderr:\n%s", f.Type, f.Message, f.Traceback, o.stderr)
+	}
+	if o.exitCode != 0 {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", o.exitCode, o.stderr)
+	}
+	return o
+}
+
+// mustFail runs p and checks it failed with the exception type and status.
+func mustFail(t *testing.T, p program, typ string, exit int) *wire.Failure {
+	t.Helper()
+	o := run(t, p)
+	f := o.result.Failure
+	if f == nil {
+		t.Fatalf("succeeded with %s, want a %s failure", o.result.Value, typ)
+	}
+	if f.Type != typ {
+		t.Fatalf("failure %s (%s), want %s\n%s", f.Type, f.Message, typ, f.Traceback)
+	}
+	if o.result.Value != nil {
+		t.Errorf("failure carries a value: %s", o.result.Value)
+	}
+	if o.exitCode != exit {
+		t.Errorf("exit %d, want %d; stderr:\n%s", o.exitCode, exit, o.stderr)
+	}
+	return f
+}
+
+func jsonEqual(t *testing.T, got json.RawMessage, want string) {
+	t.Helper()
+	var g, w any
+	if got == nil {
+		got = json.RawMessage("null")
+	}
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("value %s: %v", got, err)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("want %s: %v", want, err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("value %s, want %s", got, want)
+	}
+}
+
+func TestSourceFitsOneArgument(t *testing.T) {
+	// MAX_ARG_STRLEN: the kernel refuses a single argv string over 128 KiB.
+	if n := len(bootstrap.Source); n == 0 || n >= 128<<10 {
+		t.Fatalf("Source is %d bytes", n)
+	}
+	args := bootstrap.Args(7)
+	want := []string{"-I", "-B", "-c", bootstrap.Source, "--fd", "7"}
+	if !reflect.DeepEqual(args, want) {
+		t.Errorf("Args(7) = %q", args[4:])
+	}
+	if got := bootstrap.SocketArgs("/run/w.sock"); got[4] != "--socket" || got[5] != "/run/w.sock" {
+		t.Errorf("SocketArgs = %q", got[4:])
+	}
+}
+
+func TestValues(t *testing.T) {
+	cases := []struct{ name, code, want string }{
+		{"int", "x = 40\nx + 2", `42`},
+		{"none", "None", `null`},
+		{"no expression", "x = 1", `null`},
+		{"nested", `{"a": [1, 2.5, {"b": None, "c": True}], "d": "é"}`, `{"a":[1,2.5,{"b":null,"c":true}],"d":"é"}`},
+		{"tuple", `(1, "a", (2, [3]))`, `[1,"a",[2,[3]]]`},
+		{"namedtuple", "import collections\nP = collections.namedtuple('P', 'x y')\nP(1, 2)", `[1,2]`},
+		{"intenum", "import enum\nclass E(enum.IntEnum):\n    A = 7\n[E.A, {E.A: 1}]", `[7,{"7":1}]`},
+		{"non-json", "class C:\n    def __repr__(self):\n        return 'C!'\n[C(), {1, 2}]", `["C!","{1, 2}"]`},
+		{"bad repr", "class C:\n    def __repr__(self):\n        raise ValueError\nC()", `"<unrepresentable C>"`},
+		{"nan", `[float("nan"), float("inf"), -float("inf"), 0.5]`, `["nan","inf","-inf",0.5]`},
+		{"tuple keys", `{(1, 2): 3}`, `"{(1, 2): 3}"`},
+		{"scalar keys", `{1: "a", None: "b", False: "c", 1.5: "d"}`, `{"1":"a","null":"b","false":"c","1.5":"d"}`},
+		{"colliding keys", `{1: "a", "1": "b"}`, `"{1: 'a', '1': 'b'}"`},
+		{"cycle", "x = [1]\nx.append(x)\nx", `[1,"[1, [...]]"]`},
+		{"deep", "x = 0\nfor _ in range(150):\n    x = [x]\nx", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := mustSucceed(t, program{code: c.code})
+			if c.name == "deep" {
+				// 100 levels of arrays, then the repr of the rest.
+				s := string(o.result.Value)
+				if !strings.HasPrefix(s, strings.Repeat("[", 100)+`"[[`) {
+					t.Errorf("deep value %.200s", s)
+				}
+				return
+			}
+			jsonEqual(t, o.result.Value, c.want)
+		})
+	}
+}
+
+func TestTracebackLineAndSource(t *testing.T) {
+	f := mustFail(t, program{code: "x = 1\ny = 2\n1/0"}, "ZeroDivisionError", 1)
+	if f.Message != "division by zero" {
+		t.Errorf("message %q", f.Message)
+	}
+	tb := f.Traceback
+	if !strings.HasPrefix(tb, "Traceback (most recent call last):\n  File \"<program>\", line 3, in <module>\n    1/0\n") {
+		t.Errorf("traceback:\n%s", tb)
+	}
+	if !strings.HasSuffix(tb, "ZeroDivisionError: division by zero\n") {
+		t.Errorf("traceback:\n%s", tb)
+	}
+	if strings.Count(tb, "File ") != 1 || strings.Contains(tb, "bootstrap") || strings.Contains(tb, "<string>") {
+		t.Errorf("traceback has foreign frames:\n%s", tb)
+	}
+}
+
+// TestTracebackMatchesPython compares the failure's traceback and the exit
+// status with what `python prog.py` prints and returns.
+func TestTracebackMatchesPython(t *testing.T) {
+	programs := map[string]string{
+		"zero":     "x = 1\ny = 2\n1/0\n",
+		"chained":  "def f():\n    try:\n        {}['k']\n    except KeyError as e:\n        raise ValueError('bad') from e\nf()\n",
+		"context":  "try:\n    1/0\nexcept ZeroDivisionError:\n    undefined_name\n",
+		"exec":     "exec('def g():\\n    raise RuntimeError(\"in exec\")\\ng()')\n",
+		"last":     "import os\nos.listdir('/nonexistent-dir')",
+		"library":  "import json\njson.loads('{')\n",
+		"syntax":   "x = 1\ny = (\n",
+		"indent":   "if True:\nprint(1)\n",
+		"compile":  "x = 1\nreturn x\n",
+		"nested":   "def a():\n    b()\ndef b():\n    raise KeyError('k')\na()\n",
+		"unicode":  "s = 'é'\nraise ValueError(s * 3)\n",
+		"no final": "raise RuntimeError('x')",
+	}
+	dir := t.TempDir()
+	for name, code := range programs {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".py")
+			if err := os.WriteFile(path, []byte(code), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(python(t), "-I", "-B", path)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) {
+				t.Fatalf("python %s: %v", name, err)
+			}
+			want := strings.ReplaceAll(stderr.String(), path, "<program>")
+			o := run(t, program{code: code})
+			if o.result.Failure == nil {
+				t.Fatalf("succeeded, python said:\n%s", want)
+			}
+			got := o.result.Failure.Traceback
+			if name == "indent" {
+				// Python 3.11's C printer draws one caret for an
+				// IndentationError where the traceback module draws the
+				// exception's whole span; accept either.
+				got, want = dropCarets(got), dropCarets(want)
+			}
+			if got != want {
+				t.Errorf("traceback:\n%s\npython prog.py:\n%s", got, want)
+			}
+			if o.exitCode != ee.ExitCode() {
+				t.Errorf("exit %d, python %d", o.exitCode, ee.ExitCode())
+			}
+		})
+	}
+}
+
+func TestStdoutBeforeFailureKept(t *testing.T) {
+	// stdout goes to a pipe we read as soon as the result frame arrives: the
+	// bootstrap flushes before it reports, while a non-daemon thread keeps
+	// the interpreter (and its exit-time flush) a second away.
+	code := `import sys, threading, time
+threading.Thread(target=time.sleep, args=(1,)).start()
+print('hello')
+sys.stderr.write('warn\n')
+raise ValueError('boom')`
+	hostEnd, childEnd := socketpair(t)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	var stderr bytes.Buffer
+	cmd := exec.Command(python(t), bootstrap.Args(3)...)
+	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = pw, &stderr, []*os.File{childEnd}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	childEnd.Close()
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+
+	hostEnd.SetDeadline(time.Now().Add(30 * time.Second))
+	wire.NewEncoder(hostEnd, 0).Encode(&wire.Start{V: wire.Version, Code: code})
+	m, err := wire.NewDecoder(hostEnd, 0).Next()
+	if err != nil {
+		t.Fatalf("read result: %v", err)
+	}
+	r, ok := m.(*wire.Result)
+	if !ok || r.Failure == nil || r.Failure.Type != "ValueError" || r.Failure.Message != "boom" {
+		t.Fatalf("frame %+v", m)
+	}
+	pr.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	buf := make([]byte, 100)
+	n, err := pr.Read(buf)
+	if string(buf[:n]) != "hello\n" {
+		t.Errorf("stdout at the result: %q (%v)", buf[:n], err)
+	}
+	if err := cmd.Wait(); cmd.ProcessState.ExitCode() != 1 {
+		t.Errorf("exit: %v", err)
+	}
+	// The traceback is in the failure, not repeated on stderr.
+	if stderr.String() != "warn\n" {
+		t.Errorf("stderr %q", stderr.String())
+	}
+}
+
+func TestSyntaxErrorIsData(t *testing.T) {
+	f := mustFail(t, program{code: "x = 1\ny = (\n"}, "SyntaxError", 1)
+	if !strings.Contains(f.Traceback, "File \"<program>\", line 2\n    y = (\n        ^\n") {
+		t.Errorf("traceback:\n%s", f.Traceback)
+	}
+	if strings.Contains(f.Traceback, "Traceback (most recent call last)") {
+		t.Errorf("a SyntaxError has no frames to show:\n%s", f.Traceback)
+	}
+}
+
+func TestSystemExit(t *testing.T) {
+	cases := []struct {
+		code, message, stderr string
+		exit                  int
+	}{
+		{"import sys\nsys.exit(3)", "3", "", 3},
+		{"import sys\nsys.exit(None)", "None", "", 0},
+		{"import sys\nsys.exit(256 + 4)", "260", "", 4},
+		{"import sys\nsys.exit('bye')", "bye", "bye\n", 1},
+		{"raise SystemExit", "None", "", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.message, func(t *testing.T) {
+			o := run(t, program{code: c.code})
+			f := o.result.Failure
+			if f == nil || f.Type != "SystemExit" || f.Message != c.message {
+				t.Fatalf("failure %+v", f)
+			}
+			if o.exitCode != c.exit || o.stderr != c.stderr {
+				t.Errorf("exit %d stderr %q, want %d %q", o.exitCode, o.stderr, c.exit, c.stderr)
+			}
+		})
+	}
+}
+
+func TestKeyboardInterruptCaught(t *testing.T) {
+	f := mustFail(t, program{code: "x = 1\nraise KeyboardInterrupt"}, "KeyboardInterrupt", 1)
+	if !strings.Contains(f.Traceback, "line 2, in <module>") {
+		t.Errorf("traceback:\n%s", f.Traceback)
+	}
+}
+
+func TestOSErrorErrno(t *testing.T) {
+	f := mustFail(t, program{code: "open('/nonexistent')"}, "FileNotFoundError", 1)
+	if f.Errno != 2 {
+		t.Errorf("errno %d, want 2", f.Errno)
+	}
+	if g := mustFail(t, program{code: "raise OSError('no errno')"}, "OSError", 1); g.Errno != 0 {
+		t.Errorf("errno %d for an OSError without one", g.Errno)
+	}
+}
+
+func TestFileSizeLimitIsEFBIG(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big")
+	code := fmt.Sprintf(`import resource
+resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+with open(%q, "wb", buffering=0) as f:
+    f.write(b"x" * 1000)
+    f.write(b"x")
+`, path)
+	if f := mustFail(t, program{code: code}, "OSError", 1); f.Errno != int(unix.EFBIG) {
+		t.Errorf("errno %d, want EFBIG", f.Errno)
+	}
+}
+
+func TestBindingMapsArguments(t *testing.T) {
+	code := `import inspect
+errs = []
+for f in (lambda: echo(1, 2, 3), lambda: echo(1, a=2), lambda: echo(object()), lambda: echo(float("nan"))):
+    try:
+        f()
+        errs.append("no error")
+    except TypeError as e:
+        errs.append(str(e))
+r = echo(1, b=[2, (3,)], c="x")
+[r, echo(b="only"), echo(), echo.__name__, echo.__doc__, str(inspect.signature(echo)), errs]`
+	o := mustSucceed(t, program{code: code, bindings: echoBinding, serve: echoReply})
+	var v []json.RawMessage
+	if err := json.Unmarshal(o.result.Value, &v); err != nil || len(v) != 7 {
+		t.Fatalf("value %s", o.result.Value)
+	}
+	jsonEqual(t, v[0], `{"a":1,"b":[2,[3]],"c":"x"}`)
+	jsonEqual(t, v[1], `{"b":"only"}`)
+	jsonEqual(t, v[2], `{}`)
+	jsonEqual(t, v[3], `"echo"`)
+	jsonEqual(t, v[4], `"Echo the arguments."`)
+	jsonEqual(t, v[5], `"(a, b, **kwargs)"`)
+	var errs []string
+	json.Unmarshal(v[6], &errs)
+	for i, e := range errs {
+		if !strings.Contains(e, "echo()") {
+			t.Errorf("TypeError %d does not name the binding: %q", i, e)
+		}
+	}
+	if len(errs) != 4 || !strings.Contains(errs[0], "takes 2 positional arguments but 3 were given") ||
+		!strings.Contains(errs[1], "multiple values for argument 'a'") {
+		t.Errorf("TypeErrors %q", errs)
+	}
+	if len(o.calls) != 3 {
+		t.Fatalf("%d calls, want 3 (bad calls must send nothing)", len(o.calls))
+	}
+	for i, c := range o.calls {
+		if c.Name != "echo" || c.ID != uint64(i+1) {
+			t.Errorf("call %d: %s id %d", i, c.Name, c.ID)
+		}
+	}
+}
+
+func TestBindingHostError(t *testing.T) {
+	deny := func(c *wire.Call) *wire.Reply {
+		return &wire.Reply{ID: c.ID, Error: &wire.ReplyError{Type: "PermissionDenied", Message: "nope"}}
+	}
+	o := mustSucceed(t, program{
+		code:     "try:\n    echo(1)\nexcept BindingError as e:\n    r = [str(e), e.type, type(e).__name__]\nr",
+		bindings: echoBinding, serve: deny,
+	})
+	jsonEqual(t, o.result.Value, `["nope","PermissionDenied","BindingError"]`)
+
+	f := mustFail(t, program{code: "x = 0\necho(1)", bindings: echoBinding, serve: deny}, "BindingError", 1)
+	if f.Message != "nope" {
+		t.Errorf("message %q", f.Message)
+	}
+	want := "Traceback (most recent call last):\n  File \"<program>\", line 2, in <module>\n    echo(1)\nBindingError: nope\n"
+	if f.Traceback != want {
+		t.Errorf("traceback:\n%s\nwant:\n%s", f.Traceback, want)
+	}
+}
+
+func TestGlobalsHoldOnlyBindings(t *testing.T) {
+	o := mustSucceed(t, program{code: "sorted(globals())", bindings: echoBinding})
+	jsonEqual(t, o.result.Value,
+		`["BindingError","__builtins__","__doc__","__loader__","__name__","__package__","__spec__","echo"]`)
+	f := mustFail(t, program{code: "search('x')", bindings: echoBinding}, "NameError", 1)
+	if !strings.Contains(f.Message, "'search'") {
+		t.Errorf("message %q", f.Message)
+	}
+	o = mustSucceed(t, program{code: "import sys\n[__name__, sys.argv, sys.modules['__main__'].echo is echo]", bindings: echoBinding})
+	jsonEqual(t, o.result.Value, `["__main__",["<program>"],true]`)
+}
+
+func TestThousandCalls(t *testing.T) {
+	plus := func(c *wire.Call) *wire.Reply {
+		var a struct{ A int }
+		json.Unmarshal(c.Args, &a)
+		return &wire.Reply{ID: c.ID, Value: json.RawMessage(fmt.Sprint(a.A + 1))}
+	}
+	o := mustSucceed(t, program{
+		code:     "s = 0\nfor i in range(1000):\n    s += echo(i)\ns",
+		bindings: echoBinding, serve: plus,
+	})
+	jsonEqual(t, o.result.Value, `500500`)
+	if len(o.calls) != 1000 {
+		t.Errorf("%d calls", len(o.calls))
+	}
+}
+
+func TestConcurrentCalls(t *testing.T) {
+	code := `import threading
+bad = []
+def worker(t):
+    for i in range(50):
+        r = echo(t, i)
+        if r != {"a": t, "b": i}:
+            bad.append((t, i, r))
+ts = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+for x in ts: x.start()
+for x in ts: x.join()
+[len(bad), bad[:3]]`
+	o := mustSucceed(t, program{code: code, bindings: echoBinding, serve: echoReply})
+	jsonEqual(t, o.result.Value, `[0, []]`)
+	if len(o.calls) != 400 {
+		t.Errorf("%d calls, want 400", len(o.calls))
+	}
+	for i := 1; i < len(o.calls); i++ {
+		if o.calls[i].ID <= o.calls[i-1].ID {
+			t.Fatalf("call ids not increasing: %d after %d", o.calls[i].ID, o.calls[i-1].ID)
+		}
+	}
+}
+
+func TestForkedChildGetsBindingError(t *testing.T) {
+	code := `import os
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(r)
+    try:
+        echo(1)
+        msg = "called"
+    except BindingError as e:
+        msg = str(e)
+    os.write(w, msg.encode())
+    os._exit(0)
+os.close(w)
+out = os.read(r, 1000).decode()
+os.waitpid(pid, 0)
+out`
+	o := mustSucceed(t, program{code: code, bindings: echoBinding, serve: echoReply})
+	jsonEqual(t, o.result.Value, `"bindings are not available in a forked child process"`)
+	if len(o.calls) != 0 {
+		t.Errorf("the forked child reached the host: %d calls", len(o.calls))
+	}
+}
+
+func TestForkedChildFallsThrough(t *testing.T) {
+	// The child runs off the end of the program: it must exit with its own
+	// status and send no second result (converse fails on one).
+	code := `import os, sys
+pid = os.fork()
+if pid == 0:
+    print("child out", flush=True)
+    sys.exit(7)
+_, status = os.waitpid(pid, 0)
+os.waitstatus_to_exitcode(status)`
+	o := mustSucceed(t, program{code: code})
+	jsonEqual(t, o.result.Value, `7`)
+	if o.stdout != "child out\n" {
+		t.Errorf("stdout %q", o.stdout)
+	}
+}
+
+func TestMultiprocessingPool(t *testing.T) {
+	code := "from multiprocessing import Pool\ndef sq(x): return x*x\nwith Pool(2) as p: r = p.map(sq, range(5))\nr"
+	o := mustSucceed(t, program{code: code})
+	jsonEqual(t, o.result.Value, `[0,1,4,9,16]`)
+}
+
+func TestValueTooLarge(t *testing.T) {
+	// converse's decoder has the same cap: a bigger frame fails the test.
+	f := mustFail(t, program{code: `"x" * 10000`, maxFrame: 4096}, "ValueTooLarge", 0)
+	if !strings.Contains(f.Message, "the frame cap is 4096") {
+		t.Errorf("message %q", f.Message)
+	}
+	// An oversized failure is clipped, not dropped.
+	f = mustFail(t, program{code: `raise ValueError("y" * 10000)`, maxFrame: 4096}, "ValueError", 1)
+	if !strings.HasPrefix(f.Message, "yyy") || !strings.HasSuffix(f.Message, "[truncated]") {
+		t.Errorf("message %.50q…", f.Message)
+	}
+	// A call over the cap is refused in the child, nothing sent.
+	o := mustSucceed(t, program{
+		code:     "try:\n    echo('z' * 10000)\nexcept BindingError as e:\n    r = str(e)\nr",
+		bindings: echoBinding, serve: echoReply, maxFrame: 4096,
+	})
+	if !strings.Contains(string(o.result.Value), "the frame cap is 4096") || len(o.calls) != 0 {
+		t.Errorf("value %s, %d calls", o.result.Value, len(o.calls))
+	}
+}
+
+func TestChannelFailureIsBindingError(t *testing.T) {
+	// The host answers with a reply for another id: the call fails, the
+	// program goes on, and later calls fail fast.
+	wrong := func(c *wire.Call) *wire.Reply { return &wire.Reply{ID: c.ID + 100} }
+	code := "out = []\nfor _ in range(2):\n    try:\n        echo(1)\n    except BindingError as e:\n        out.append(str(e))\nout"
+	o := mustSucceed(t, program{code: code, bindings: echoBinding, serve: wrong})
+	var out []string
+	if err := json.Unmarshal(o.result.Value, &out); err != nil || len(out) != 2 {
+		t.Fatalf("value %s", o.result.Value)
+	}
+	if !strings.Contains(out[0], "expected the reply to call 1") || !strings.Contains(out[1], "broken") {
+		t.Errorf("errors %q", out)
+	}
+	if len(o.calls) != 1 {
+		t.Errorf("%d calls, want 1", len(o.calls))
+	}
+}
+
+func TestBadStartExits125(t *testing.T) {
+	cases := map[string]func(io.Writer) error{
+		"reply first": func(w io.Writer) error { return wire.NewEncoder(w, 0).Encode(&wire.Reply{ID: 1}) },
+		"garbage":     func(w io.Writer) error { _, err := w.Write([]byte("\x00\x00\x00\x05hello")); return err },
+		"eof":         func(io.Writer) error { return nil },
+		"not start": func(w io.Writer) error {
+			_, err := w.Write([]byte("\x00\x00\x00\x26" + `{"type":"result","v":1,"code":"1"}    `))
+			return err
+		},
+		"version 2": func(w io.Writer) error { return wire.NewEncoder(w, 0).Encode(&wire.Start{V: 2, Code: "1"}) },
+		"bad binding": func(w io.Writer) error {
+			return wire.NewEncoder(w, 0).Encode(&wire.Start{V: 1, Code: "1", Bindings: []sandbox.Binding{{Name: "BindingError"}}})
+		},
+	}
+	for name, send := range cases {
+		t.Run(name, func(t *testing.T) {
+			hostEnd, childEnd := socketpair(t)
+			c := startChild(t, bootstrap.Args(3), childEnd)
+			if err := send(hostEnd); err != nil {
+				t.Fatal(err)
+			}
+			unix.Shutdown(int(hostEnd.Fd()), unix.SHUT_WR)
+			rest, _ := io.ReadAll(hostEnd)
+			o := &outcome{}
+			c.wait(t, o)
+			if o.exitCode != bootstrap.ExitBootstrap || !strings.Contains(o.stderr, "psych bootstrap:") {
+				t.Errorf("exit %d, stderr %q", o.exitCode, o.stderr)
+			}
+			if len(rest) != 0 {
+				t.Errorf("the bootstrap wrote %q", rest)
+			}
+		})
+	}
+	t.Run("no channel", func(t *testing.T) {
+		c := startChild(t, bootstrap.Args(9), nil)
+		o := &outcome{}
+		c.wait(t, o)
+		if o.exitCode != bootstrap.ExitBootstrap {
+			t.Errorf("exit %d, stderr %q", o.exitCode, o.stderr)
+		}
+	})
+}
+
+func TestChannelNotInherited(t *testing.T) {
+	code := "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'import os; os.fstat(3)'], close_fds=False).returncode"
+	o := mustSucceed(t, program{code: code})
+	jsonEqual(t, o.result.Value, `1`) // fstat(3) failed in the grandchild
+}
+
+func TestSocketArgs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "wire.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c := startChild(t, bootstrap.SocketArgs(path), nil)
+	l.(*net.UnixListener).SetDeadline(time.Now().Add(30 * time.Second))
+	conn, err := l.Accept()
+	if err != nil {
+		t.Fatalf("accept: %v; stderr %q", err, c.stderr.String())
+	}
+	defer conn.Close()
+	o := converse(t, conn, program{code: "echo(2, b=3)", bindings: echoBinding, serve: echoReply})
+	c.wait(t, o)
+	if o.result == nil || o.result.Failure != nil || o.exitCode != 0 {
+		t.Fatalf("result %+v exit %d stderr %q", o.result, o.exitCode, o.stderr)
+	}
+	jsonEqual(t, o.result.Value, `{"a":2,"b":3}`)
+}
+
+func dropCarets(s string) string {
+	lines := strings.Split(s, "\n")
+	out := lines[:0]
+	for _, l := range lines {
+		if strings.Trim(l, " ^") != "" || !strings.Contains(l, "^") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,228 @@
+// Command psych runs one Python program in psych's sandbox and prints the
+// result.
+//
+//	psych run [flags] FILE|-
+//
+// Exit codes: 0 when a result was produced, whatever the program did; 2 for
+// usage and configuration errors; 3 when the run was refused (a Require…
+// option the host cannot meet); 1 for a host fault; 130 when interrupted.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/demotools"
+	"github.com/psych-runtime/psych/sandbox/subprocess"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitHostFault   = 1
+	exitUsage       = 2
+	exitRefused     = 3
+	exitInterrupted = 130
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+const usage = `usage: psych run [flags] FILE|-
+
+Runs one Python program in the sandbox and prints its result.
+Run "psych run -h" for the flags.
+`
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return runCmd(args[1:], stdin, stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "psych: unknown command %q\n%s", args[0], usage)
+	return exitUsage
+}
+
+// runFlags are the flags of `psych run`.
+type runFlags struct {
+	json, network, requireDenial, demoTools bool
+	python                                  string
+	env                                     stringList
+	cpu, wall                               float64
+	processes                               int
+	addressSpace, fileSize, maxOutput       byteSize
+}
+
+func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var f runFlags
+	fs := flag.NewFlagSet("psych run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.BoolVar(&f.json, "json", false, "print the Result as one JSON object")
+	fs.Float64Var(&f.cpu, "cpu-seconds", 0, "CPU limit in seconds (default 10)")
+	fs.Var(&f.addressSpace, "address-space", "address-space limit: bytes, or with KiB/MiB/GiB (default 512MiB)")
+	fs.Var(&f.fileSize, "file-size", "largest file the program may write (default 10MiB)")
+	fs.IntVar(&f.processes, "processes", 0, "processes and threads (default 64)")
+	fs.Float64Var(&f.wall, "wall-seconds", 0, "wall-clock limit in seconds (default 30)")
+	fs.Var(&f.maxOutput, "max-output", "cap on stdout and on stderr, each (default 1MiB)")
+	fs.Var(&f.env, "env", "pass this variable from psych's own environment (repeatable)")
+	fs.StringVar(&f.python, "python", "", "interpreter (default: python3 on PATH, resolved to sys.executable)")
+	fs.BoolVar(&f.network, "network", false, "ask for network access (this backend does not isolate the network yet)")
+	fs.BoolVar(&f.requireDenial, "require-network-denial", false, "refuse to run unless network denial is verified")
+	fs.BoolVar(&f.demoTools, "demo-tools", false, "offer the demo bindings echo(**kw), sleep(seconds), fail(message)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprint(stderr, "psych run: want exactly one FILE or - (stdin)\n")
+		return exitUsage
+	}
+	code, err := readProgram(fs.Arg(0), stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "psych run: %v\n", err)
+		return exitUsage
+	}
+	if f.cpu < 0 || f.wall < 0 || f.processes < 0 {
+		fmt.Fprint(stderr, "psych run: limits must not be negative\n")
+		return exitUsage
+	}
+	sb, err := subprocess.New(subprocess.Config{
+		PythonBin:            f.python,
+		EnvAllowlist:         f.env,
+		RequireNetworkDenial: f.requireDenial,
+		MaxOutputBytes:       int(f.maxOutput),
+	})
+	if err != nil {
+		return report(stderr, err)
+	}
+	req := sandbox.Request{
+		Code:    code,
+		Network: f.network,
+		Limits: sandbox.Limits{
+			CPUSeconds:        f.cpu,
+			AddressSpaceBytes: int64(f.addressSpace),
+			FileSizeBytes:     int64(f.fileSize),
+			ProcessCount:      f.processes,
+			WallSeconds:       f.wall,
+		},
+	}
+	if f.demoTools {
+		req.Bindings = demotools.Bindings{}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := sb.Run(ctx, req)
+	if err != nil {
+		return report(stderr, err)
+	}
+	if f.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(res); err != nil {
+			fmt.Fprintf(stderr, "psych run: %v\n", err)
+			return exitHostFault
+		}
+		return exitOK
+	}
+	printHuman(res, stdout, stderr)
+	return exitOK
+}
+
+// report prints a Go error from the sandbox and picks the exit code.
+func report(stderr io.Writer, err error) int {
+	fmt.Fprintf(stderr, "psych run: %v\n", err)
+	switch {
+	case errors.Is(err, sandbox.ErrRefused):
+		return exitRefused
+	case errors.Is(err, sandbox.ErrInvalidConfig), errors.Is(err, sandbox.ErrInvalidRequest):
+		return exitUsage
+	case errors.Is(err, context.Canceled):
+		return exitInterrupted
+	}
+	return exitHostFault
+}
+
+func readProgram(name string, stdin io.Reader) (string, error) {
+	var b []byte
+	var err error
+	if name == "-" {
+		b, err = io.ReadAll(io.LimitReader(stdin, 64<<20))
+	} else {
+		b, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read program: %w", err)
+	}
+	return string(b), nil
+}
+
+// printHuman passes the program's output through, then prints the value on
+// stdout and a one-line summary (after the traceback, if any) on stderr.
+func printHuman(res *sandbox.Result, stdout, stderr io.Writer) {
+	io.WriteString(stdout, res.Stdout)
+	io.WriteString(stderr, res.Stderr)
+	if res.Value != nil {
+		fmt.Fprintf(stdout, "%s\n", res.Value)
+	}
+	var notes []string
+	if res.StdoutTruncated {
+		notes = append(notes, "stdout truncated")
+	}
+	if res.StderrTruncated {
+		notes = append(notes, "stderr truncated")
+	}
+	if res.LimitHit != "" {
+		notes = append(notes, fmt.Sprintf("limit_hit=%s (%s)", res.LimitHit, res.LimitSource))
+	}
+	notes = append(notes, fmt.Sprintf("network_denied=%v", res.NetworkDenied))
+	summary := "ok"
+	if f := res.Failure; f != nil {
+		if f.Traceback != "" {
+			io.WriteString(stderr, f.Traceback)
+			if !strings.HasSuffix(f.Traceback, "\n") {
+				io.WriteString(stderr, "\n")
+			}
+		}
+		summary = "failed: " + f.Type
+		if f.Message != "" {
+			summary += ": " + firstLine(f.Message)
+		}
+		if f.ExitCode != nil {
+			summary += fmt.Sprintf(" (exit %d)", *f.ExitCode)
+		}
+		if f.Signal != "" {
+			summary += fmt.Sprintf(" (%s)", f.Signal)
+		}
+	}
+	fmt.Fprintf(stderr, "psych: %s in %.3fs; %s\n", summary, res.Duration.Seconds(), strings.Join(notes, ", "))
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }

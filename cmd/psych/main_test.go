@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+var psychBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "psych-cli-test")
+	if err != nil {
+		panic(err)
+	}
+	psychBin = filepath.Join(dir, "psych")
+	if out, err := exec.Command("go", "build", "-o", psychBin, ".").CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		panic("build psych: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func testPython() string {
+	if p := os.Getenv("PSYCH_TEST_PYTHON"); p != "" {
+		return p
+	}
+	return "/usr/bin/python3"
+}
+
+// psych runs the built CLI with program on stdin.
+func psych(t *testing.T, program string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(psychBin, args...)
+	cmd.Stdin = strings.NewReader(program)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return o.String(), e.String(), ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), 0
+}
+
+func runJSON(t *testing.T, program string, args ...string) *sandbox.Result {
+	t.Helper()
+	out, errOut, code := psych(t, program, append([]string{"run", "--json", "--python", testPython()}, append(args, "-")...)...)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+	var res sandbox.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("--json output is not a Result: %v\n%s", err, out)
+	}
+	// The field names of DESIGN.md §2.
+	var raw map[string]json.RawMessage
+	json.Unmarshal([]byte(out), &raw)
+	for _, k := range []string{"stdout", "stderr", "stdout_truncated", "stderr_truncated", "value", "failure", "duration_seconds", "limit_hit", "network_denied"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("--json output lacks %q: %s", k, out)
+		}
+	}
+	return &res
+}
+
+func TestRunJSON(t *testing.T) {
+	res := runJSON(t, "print('hi')\n{'a': (1, 2)}")
+	if res.Stdout != "hi\n" || string(res.Value) != `{"a":[1,2]}` || res.Failure != nil {
+		t.Fatalf("result %+v", res)
+	}
+	if res.Duration <= 0 {
+		t.Errorf("duration %v", res.Duration)
+	}
+}
+
+func TestRunJSONFailureExitsZero(t *testing.T) {
+	res := runJSON(t, "1/0")
+	if res.Failure == nil || res.Failure.Type != "ZeroDivisionError" || res.Failure.ExitCode == nil || *res.Failure.ExitCode != 1 {
+		t.Fatalf("failure %+v", res.Failure)
+	}
+}
+
+func TestRunLimitsFlags(t *testing.T) {
+	res := runJSON(t, "import os\nwith open(os.environ['TMPDIR'] + '/f', 'wb') as f:\n    f.write(b'x' * 5000)", "--file-size", "4KiB")
+	if res.LimitHit != sandbox.LimitFileSizeBytes {
+		t.Fatalf("--file-size 4KiB: limit_hit %q, failure %+v", res.LimitHit, res.Failure)
+	}
+	res = runJSON(t, "import time\ntime.sleep(30)", "--wall-seconds", "1")
+	if res.LimitHit != sandbox.LimitWallSeconds {
+		t.Fatalf("--wall-seconds 1: limit_hit %q", res.LimitHit)
+	}
+	res = runJSON(t, "print('x' * 5000)", "--max-output", "1KiB")
+	if !res.StdoutTruncated || len(res.Stdout) != 1024 {
+		t.Fatalf("--max-output 1KiB: %d bytes, truncated %v", len(res.Stdout), res.StdoutTruncated)
+	}
+}
+
+func TestRunDemoToolsAndEnv(t *testing.T) {
+	t.Setenv("PSYCH_CLI_PASSED", "yes")
+	t.Setenv("PSYCH_CLI_HIDDEN", "no")
+	res := runJSON(t, "import os\n[echo(x=1), os.environ.get('PSYCH_CLI_PASSED'), os.environ.get('PSYCH_CLI_HIDDEN')]",
+		"--demo-tools", "--env", "PSYCH_CLI_PASSED")
+	if string(res.Value) != `[{"x":1},"yes",null]` {
+		t.Fatalf("value %s, failure %+v", res.Value, res.Failure)
+	}
+	res = runJSON(t, "echo(x=1)")
+	if res.Failure == nil || res.Failure.Type != "NameError" {
+		t.Fatalf("without --demo-tools, echo should be undefined: %+v", res.Failure)
+	}
+}
+
+func TestRunHuman(t *testing.T) {
+	out, errOut, code := psych(t, "print('hello')\n6 * 7", "run", "--python", testPython(), "-")
+	if code != 0 || out != "hello\n42\n" {
+		t.Fatalf("exit %d stdout %q", code, out)
+	}
+	if !strings.Contains(errOut, "psych: ok in ") {
+		t.Fatalf("summary missing: %q", errOut)
+	}
+	_, errOut, code = psych(t, "x = 1\n1/0", "run", "--python", testPython(), "-")
+	if code != 0 || !strings.Contains(errOut, `File "<program>", line 2`) || !strings.Contains(errOut, "failed: ZeroDivisionError") {
+		t.Fatalf("exit %d stderr %q", code, errOut)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	py := testPython()
+	cases := []struct {
+		name string
+		args []string
+		want int
+		msg  string
+	}{
+		{"no command", nil, exitUsage, "usage"},
+		{"unknown command", []string{"launch"}, exitUsage, "unknown command"},
+		{"no file", []string{"run", "--python", py}, exitUsage, "exactly one"},
+		{"bad byte flag", []string{"run", "--file-size", "10XB", "-"}, exitUsage, "not a byte count"},
+		{"negative limit", []string{"run", "--python", py, "--cpu-seconds", "-1", "-"}, exitUsage, "negative"},
+		{"missing file", []string{"run", "--python", py, "/nonexistent/prog.py"}, exitUsage, "no such file"},
+		{"bad python", []string{"run", "--python", "/nonexistent/python3", "-"}, exitUsage, "/nonexistent/python3"},
+		{"reserved env", []string{"run", "--python", py, "--env", "PATH", "-"}, exitUsage, "set by the sandbox"},
+		{"refused", []string{"run", "--python", py, "--require-network-denial", "-"}, exitRefused, "network denial"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, errOut, code := psych(t, "1", c.args...)
+			if code != c.want || !strings.Contains(errOut, c.msg) {
+				t.Fatalf("exit %d (want %d), stderr %q (want %q)", code, c.want, errOut, c.msg)
+			}
+		})
+	}
+}
+
+func TestParseByteSize(t *testing.T) {
+	good := map[string]int64{"0": 0, "1024": 1024, "4KiB": 4096, "512MiB": 512 << 20, "2GiB": 2 << 30, " 3 MiB": 3 << 20}
+	for in, want := range good {
+		if got, err := parseByteSize(in); err != nil || got != want {
+			t.Errorf("parseByteSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "1.5MiB", "10XB", "MiB", "1e6", "9223372036854775807GiB", "12 KB"} {
+		if got, err := parseByteSize(in); err == nil {
+			t.Errorf("parseByteSize(%q) = %d, want an error", in, got)
+		}
+	}
+}

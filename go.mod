@@ -1,0 +1,5 @@
+module github.com/psych-runtime/psych
+
+go 1.26.0
+
+require golang.org/x/sys v0.50.0

@@ -1,0 +1,17 @@
+package sandbox
+
+import "errors"
+
+// Sentinel errors. Backends wrap them with %w; callers test with errors.Is.
+var (
+	// ErrInvalidConfig: the backend's configuration cannot work.
+	ErrInvalidConfig = errors.New("invalid sandbox configuration")
+	// ErrInvalidRequest: the Request itself is malformed (bad limits, a bad
+	// binding declaration).
+	ErrInvalidRequest = errors.New("invalid request")
+	// ErrRefused: a Require… option asked for a protection this host or this
+	// backend cannot give, so the run was refused rather than weakened.
+	ErrRefused = errors.New("run refused")
+	// ErrHostFault: the host failed to set up, watch or tear down the run.
+	ErrHostFault = errors.New("sandbox host fault")
+)

@@ -1,0 +1,110 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Result is what one execution produced. Every field comes from the host's
+// own observation except Value and the program-reported parts of Failure.
+type Result struct {
+	// Stdout and Stderr are decoded as UTF-8 with replacement and capped;
+	// the host keeps draining past the cap so the child never blocks.
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	// Value is what the program's last statement evaluated to, if it was
+	// an expression, as JSON. Nil (JSON null) when there was none and when
+	// it was None: JSON does not tell them apart, so neither do we.
+	Value json.RawMessage `json:"value"`
+	// Failure is nil on success.
+	Failure *Failure `json:"failure"`
+	// Duration is the wall time from start to exit.
+	Duration time.Duration `json:"-"`
+	// LimitHit names the cap that ended the execution; empty when none did.
+	LimitHit LimitName `json:"limit_hit"`
+	// LimitSource says what LimitHit rests on: "host" (the host's own timer
+	// or CPU watch fired), "kernel" (a signal or counter the kernel
+	// reported) or "program" (only the program's own report, such as an
+	// uncaught MemoryError, backs it). Empty when LimitHit is.
+	LimitSource string `json:"limit_source,omitempty"`
+	// NetworkDenied is true only when this execution's own denial of the
+	// network was verified.
+	NetworkDenied bool `json:"network_denied"`
+}
+
+// Evidence behind a LimitHit.
+const (
+	SourceHost    = "host"
+	SourceKernel  = "kernel"
+	SourceProgram = "program"
+)
+
+type resultJSON Result
+
+// MarshalJSON adds duration_seconds.
+func (r Result) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		resultJSON
+		DurationSeconds float64 `json:"duration_seconds"`
+	}{resultJSON(r), r.Duration.Seconds()})
+}
+
+// UnmarshalJSON reads duration_seconds back into Duration.
+func (r *Result) UnmarshalJSON(b []byte) error {
+	var v struct {
+		resultJSON
+		DurationSeconds float64 `json:"duration_seconds"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*r = Result(v.resultJSON)
+	r.Duration = time.Duration(v.DurationSeconds * float64(time.Second))
+	return nil
+}
+
+// Failure describes how the program failed.
+type Failure struct {
+	// Type is the Python exception class (for example "ZeroDivisionError",
+	// "SystemExit"), or one of the Failure… kinds when the host saw the
+	// failure rather than the program.
+	Type    string `json:"type"`
+	Message string `json:"message"`
+	// Traceback reads as under `python prog.py`: the program's own line
+	// numbers and source lines, no bootstrap frames.
+	Traceback string `json:"traceback"`
+	// ExitCode is the interpreter's exit status; nil when a signal ended it.
+	ExitCode *int `json:"exit_code"`
+	// Signal names the signal that ended the interpreter ("SIGSEGV").
+	Signal SignalName `json:"signal"`
+}
+
+// Failure types the host assigns.
+const (
+	// FailureExit: the interpreter exited without sending a result.
+	FailureExit = "Exit"
+	// FailureSignal: a signal ended the interpreter before a result.
+	FailureSignal = "Signal"
+	// FailureWallTimeout: the wall limit ended the run.
+	FailureWallTimeout = "WallTimeout"
+	// FailureCPUTimeout: the CPU limit ended the run.
+	FailureCPUTimeout = "CPUTimeout"
+	// FailureProtocol: the program sent a malformed, oversized, unexpected
+	// or duplicate frame, which ended the run.
+	FailureProtocol = "ProtocolError"
+)
+
+// SignalName is a signal's name such as "SIGKILL"; empty encodes as null.
+type SignalName string
+
+// MarshalJSON encodes the empty name as null.
+func (s SignalName) MarshalJSON() ([]byte, error) {
+	return LimitName(s).MarshalJSON()
+}
+
+// UnmarshalJSON accepts null as the empty name.
+func (s *SignalName) UnmarshalJSON(b []byte) error {
+	return (*LimitName)(s).UnmarshalJSON(b)
+}

@@ -1,0 +1,101 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+)
+
+// Sandbox runs one program per call.
+//
+// Run returns a Result whenever the program ran, whatever it did. It returns
+// an error only when the sandbox could not run it (see the package doc), and
+// the context's error when ctx ended first; in that case the whole process
+// tree is killed and removed before Run returns.
+type Sandbox interface {
+	Run(ctx context.Context, req Request) (*Result, error)
+}
+
+// Request is one execution.
+type Request struct {
+	// Code is the Python program, run as the __main__ module.
+	Code string
+	// Limits overrides the backend's defaults field by field; a zero field
+	// keeps the default.
+	Limits Limits
+	// Network asks for network access. Off by default.
+	Network bool
+	// Bindings are the host functions the program may call. Nil offers none.
+	Bindings Bindings
+}
+
+// Binding declares one host function as the program sees it.
+type Binding struct {
+	// Name is the Python identifier the program calls.
+	Name string `json:"name"`
+	// Params are the parameter names in order, so positional arguments map
+	// to names. A binding may also be called with other keyword arguments.
+	Params []string `json:"params"`
+	// Doc becomes the function's docstring.
+	Doc string `json:"doc"`
+}
+
+// Bindings is the host side of the program's binding calls. The sandbox
+// calls Call for every call frame the program sends, one at a time.
+//
+// args is a JSON object (positional arguments already mapped to Params); the
+// reply must be JSON. An error from Call reaches the program as a
+// BindingError carrying err.Error(); it never ends the run. ctx ends when
+// the run ends.
+type Bindings interface {
+	List() []Binding
+	Call(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error)
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+var pythonKeywords = map[string]bool{
+	"False": true, "None": true, "True": true, "and": true, "as": true, "assert": true,
+	"async": true, "await": true, "break": true, "class": true, "continue": true,
+	"def": true, "del": true, "elif": true, "else": true, "except": true,
+	"finally": true, "for": true, "from": true, "global": true, "if": true,
+	"import": true, "in": true, "is": true, "lambda": true, "nonlocal": true,
+	"not": true, "or": true, "pass": true, "raise": true, "return": true,
+	"try": true, "while": true, "with": true, "yield": true,
+}
+
+func isIdentifier(s string) bool { return identifier.MatchString(s) && !pythonKeywords[s] }
+
+// ReservedBindingNames may not be used as binding names: run_code is the
+// sandbox's own tool, and the rest are names the bootstrap itself provides.
+var ReservedBindingNames = map[string]bool{
+	"run_code": true, "BindingError": true, "__name__": true,
+	"__builtins__": true, "__file__": true, "__doc__": true,
+}
+
+// ValidateBindings checks that every declared name is a distinct,
+// unreserved Python identifier.
+func ValidateBindings(list []Binding) error {
+	seen := map[string]bool{}
+	for _, b := range list {
+		if !isIdentifier(b.Name) {
+			return fmt.Errorf("binding %q: not a Python identifier: %w", b.Name, ErrInvalidRequest)
+		}
+		if ReservedBindingNames[b.Name] {
+			return fmt.Errorf("binding %q: reserved name: %w", b.Name, ErrInvalidRequest)
+		}
+		if seen[b.Name] {
+			return fmt.Errorf("binding %q: declared twice: %w", b.Name, ErrInvalidRequest)
+		}
+		seen[b.Name] = true
+		params := map[string]bool{}
+		for _, p := range b.Params {
+			if !isIdentifier(p) || params[p] {
+				return fmt.Errorf("binding %q: bad or repeated parameter %q: %w", b.Name, p, ErrInvalidRequest)
+			}
+			params[p] = true
+		}
+	}
+	return nil
+}

@@ -1,0 +1,128 @@
+package subprocess
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+// IDRange is the outside uid/gid the child runs as: Count consecutive ids
+// from UID and GID, each concurrent run taking its own. Count 0 or 1 is a
+// single id shared by all runs.
+type IDRange struct {
+	UID, GID uint32
+	Count    uint32
+}
+
+// SingleID is an IDRange of one id.
+func SingleID(uid, gid uint32) *IDRange { return &IDRange{UID: uid, GID: gid, Count: 1} }
+
+func (r IDRange) size() uint32 {
+	if r.Count == 0 {
+		return 1
+	}
+	return r.Count
+}
+
+// Config configures a Sandbox. The zero value is valid and secure.
+type Config struct {
+	// PythonBin is the interpreter. Empty: resolved once, at construction,
+	// by asking `python3` on PATH for sys.executable, so shims and
+	// virtualenvs resolve to the real interpreter.
+	PythonBin string
+	// DefaultLimits fills the zero fields of a Request's Limits; its own
+	// zero fields take sandbox.DefaultLimits.
+	DefaultLimits sandbox.Limits
+	// EnvAllowlist names the host variables passed to the child, with the
+	// host's values at Run time. The variables the sandbox sets itself may
+	// not be listed.
+	EnvAllowlist []string
+	// RunAs is the outside uid/gid of the child. Nil: nobody (65534) when
+	// the host is root, else the host's own ids (which needs AllowSameUID).
+	// uid 0 is refused.
+	RunAs *IDRange
+	// AllowSameUID permits running the child under the host's own uid.
+	AllowSameUID bool
+	// RequireNetworkDenial refuses every Run whose network denial cannot be
+	// verified. This backend cannot verify it yet, so it refuses every Run.
+	RequireNetworkDenial bool
+	// MaxOutputBytes caps stdout and stderr each. Zero: 1 MiB.
+	MaxOutputBytes int
+	// MaxFrameBytes caps one protocol frame. Zero: 16 MiB.
+	MaxFrameBytes int
+	// TmpBase is the directory holding the per-run directories. Zero:
+	// /var/lib/psych/tmp when the host is root, else a 0700 directory of
+	// the host user's own under the system temp dir.
+	TmpBase string
+	// Logger receives warnings about weakened protection. Zero: slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultMaxOutputBytes = 1 << 20
+	rootTmpBase           = "/var/lib/psych/tmp"
+	nobodyID              = 65534
+)
+
+// reservedEnv are the variables the sandbox sets itself.
+var reservedEnv = map[string]bool{
+	"HOME": true, "TMPDIR": true, "PATH": true, "PYTHONDONTWRITEBYTECODE": true,
+	"MALLOC_ARENA_MAX": true, "LC_ALL": true,
+}
+
+// validate runs the configuration checks, in the style of runc's
+// configs/validate: each a small function, the first failure wins.
+func (c *Config) validate(hostUID int) error {
+	checks := []func() error{
+		func() error {
+			for _, name := range c.EnvAllowlist {
+				if name == "" || reservedEnv[name] {
+					return fmt.Errorf("env allowlist: %q is set by the sandbox itself", name)
+				}
+				for _, r := range name {
+					if r == '=' || r == 0 {
+						return fmt.Errorf("env allowlist: bad name %q", name)
+					}
+				}
+			}
+			return nil
+		},
+		func() error {
+			if c.RunAs.UID == 0 || c.RunAs.GID == 0 {
+				return fmt.Errorf("run as %d:%d: outside uid/gid 0 is never used", c.RunAs.UID, c.RunAs.GID)
+			}
+			if uint64(c.RunAs.UID)+uint64(c.RunAs.size()) > 1<<32-1 || uint64(c.RunAs.GID)+uint64(c.RunAs.size()) > 1<<32-1 {
+				return fmt.Errorf("run as: range %+v overflows", *c.RunAs)
+			}
+			return nil
+		},
+		func() error {
+			if hostUID != 0 && (c.RunAs.size() != 1 || c.RunAs.UID != uint32(hostUID)) {
+				return fmt.Errorf("run as %d: a non-root host can only run as itself (uid %d) in this backend", c.RunAs.UID, hostUID)
+			}
+			first, last := c.RunAs.UID, c.RunAs.UID+c.RunAs.size()-1
+			if !c.AllowSameUID && uint32(hostUID) >= first && uint32(hostUID) <= last {
+				return fmt.Errorf("run as %d: that is the host's own uid; set AllowSameUID to permit it", hostUID)
+			}
+			return nil
+		},
+		func() error {
+			if c.MaxOutputBytes < 0 || c.MaxFrameBytes < 0 {
+				return fmt.Errorf("negative output or frame cap")
+			}
+			if c.MaxFrameBytes != 0 && c.MaxFrameBytes < 4096 {
+				return fmt.Errorf("frame cap %d is below 4096 bytes", c.MaxFrameBytes)
+			}
+			return nil
+		},
+		func() error { return c.DefaultLimits.Validate() },
+	}
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+		}
+	}
+	return nil
+}

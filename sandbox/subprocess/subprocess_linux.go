@@ -1,0 +1,559 @@
+package subprocess
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/psych-runtime/psych/bootstrap"
+	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/wire"
+)
+
+// Sandbox is the subprocess backend. It is safe for concurrent use; each Run
+// is independent of every other.
+type Sandbox struct {
+	cfg      Config
+	python   string
+	hostUID  int
+	owner    ownerID
+	cgParent string // "" where no run cgroup can be made
+	ids      chan uint32
+	log      *slog.Logger
+	seq      atomic.Uint64
+}
+
+var _ sandbox.Sandbox = (*Sandbox)(nil)
+
+// New validates cfg, resolves the interpreter once and checks that the run
+// user can execute it, and removes what dead earlier hosts left behind.
+func New(cfg Config) (*Sandbox, error) {
+	s := &Sandbox{cfg: cfg, hostUID: os.Geteuid(), log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	c := &s.cfg
+	c.DefaultLimits = c.DefaultLimits.Merge(sandbox.DefaultLimits())
+	if c.RunAs == nil {
+		if s.hostUID == 0 {
+			c.RunAs = SingleID(nobodyID, nobodyID)
+		} else {
+			c.RunAs = SingleID(uint32(s.hostUID), uint32(os.Getegid()))
+		}
+	} else {
+		r := *c.RunAs
+		c.RunAs = &r
+	}
+	if c.MaxOutputBytes == 0 {
+		c.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if c.MaxFrameBytes == 0 {
+		c.MaxFrameBytes = wire.DefaultMaxFrame
+	}
+	if c.TmpBase == "" {
+		c.TmpBase = rootTmpBase
+		if s.hostUID != 0 {
+			c.TmpBase = filepath.Join(os.TempDir(), fmt.Sprintf("psych-%d", s.hostUID))
+		}
+	}
+	if err := c.validate(s.hostUID); err != nil {
+		return nil, err
+	}
+	python := c.PythonBin
+	if python == "" {
+		var err error
+		if python, err = resolvePython(); err != nil {
+			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+		}
+	}
+	for i := uint32(0); i < c.RunAs.size(); i++ {
+		if err := checkExecutable(python, c.RunAs.UID+i, c.RunAs.GID+i); err != nil {
+			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, interpreterError(python, c.RunAs.UID+i, err))
+		}
+	}
+	s.python = python
+	if n := c.RunAs.size(); n > 1 {
+		s.ids = make(chan uint32, n)
+		for i := uint32(0); i < n; i++ {
+			s.ids <- i
+		}
+	}
+	var err error
+	if s.owner, err = selfOwner(); err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	if err := prepareTmpBase(c.TmpBase, s.hostUID); err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+	}
+	removeStale(c.TmpBase)
+	if s.cgParent, err = unifiedParent(); err != nil {
+		s.log.Warn("psych: no run cgroup; killing by process group, which a setsid'd descendant escapes, and cpu_seconds is per process", "err", err)
+		s.cgParent = ""
+	} else {
+		removeStaleCgroups(s.cgParent)
+	}
+	return s, nil
+}
+
+// Python is the interpreter this Sandbox runs.
+func (s *Sandbox) Python() string { return s.python }
+
+// acquire takes a run id from the range, waiting for one to be free.
+func (s *Sandbox) acquire(ctx context.Context) (uid, gid uint32, release func(), err error) {
+	if s.ids == nil {
+		return s.cfg.RunAs.UID, s.cfg.RunAs.GID, func() {}, nil
+	}
+	select {
+	case i := <-s.ids:
+		return s.cfg.RunAs.UID + i, s.cfg.RunAs.GID + i, func() { s.ids <- i }, nil
+	case <-ctx.Done():
+		return 0, 0, nil, ctx.Err()
+	}
+}
+
+// Run executes req.Code once. See sandbox.Sandbox for the contract.
+func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	limits := req.Limits.Merge(s.cfg.DefaultLimits)
+	if err := limits.Validate(); err != nil {
+		return nil, err
+	}
+	if s.cfg.RequireNetworkDenial {
+		return nil, fmt.Errorf("network denial is required but this backend cannot verify it: %w", sandbox.ErrRefused)
+	}
+	if !utf8.ValidString(req.Code) {
+		return nil, fmt.Errorf("code is not valid UTF-8: %w", sandbox.ErrInvalidRequest)
+	}
+	var decls []sandbox.Binding
+	if req.Bindings != nil {
+		decls = req.Bindings.List()
+		if err := sandbox.ValidateBindings(decls); err != nil {
+			return nil, err
+		}
+	}
+	start, err := wire.Marshal(&wire.Start{V: wire.Version, Code: req.Code, Bindings: decls, MaxFrame: s.cfg.MaxFrameBytes})
+	if err != nil || len(start) > s.cfg.MaxFrameBytes {
+		return nil, fmt.Errorf("code and bindings exceed the %d-byte frame cap: %w", s.cfg.MaxFrameBytes, sandbox.ErrInvalidRequest)
+	}
+	uid, gid, release, err := s.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	r := &run{s: s, req: req, decls: decls, limits: limits, uid: uid, gid: gid}
+	return r.execute(ctx)
+}
+
+// run is one execution's state.
+type run struct {
+	s        *Sandbox
+	req      sandbox.Request
+	decls    []sandbox.Binding
+	limits   sandbox.Limits
+	uid, gid uint32
+
+	dir  string
+	cg   *runCgroup
+	cmd  *exec.Cmd
+	host *os.File // host end of the wire socket
+}
+
+// execute sets up, runs and tears down; every resource it creates is
+// released before it returns, on every path.
+func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
+	s := r.s
+	var err error
+	name := fmt.Sprintf("%s-%d", s.owner, s.seq.Add(1))
+	if r.dir, err = newRunDir(s.cfg.TmpBase, s.owner, r.uid, r.gid, s.hostUID == 0); err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	defer func() {
+		// Only after every process of the run is dead (see teardown).
+		if err := removeAll(r.dir); err != nil {
+			retErr = errors.Join(retErr, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err))
+		}
+	}()
+	if s.cgParent != "" {
+		if r.cg, err = newRunCgroup(s.cgParent, name); err != nil {
+			return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+		}
+		defer func() {
+			if err := r.cg.remove(); err != nil {
+				retErr = errors.Join(retErr, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err))
+			}
+		}()
+	}
+
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: wire socketpair: %w", sandbox.ErrHostFault, err)
+	}
+	unix.SetNonblock(fds[0], true) // so Close interrupts a blocked read or write
+	r.host = os.NewFile(uintptr(fds[0]), "psych-wire-host")
+	child := os.NewFile(uintptr(fds[1]), "psych-wire-child")
+	defer r.host.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		child.Close()
+		return nil, fmt.Errorf("%w: stdout pipe: %w", sandbox.ErrHostFault, err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		child.Close()
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("%w: stderr pipe: %w", sandbox.ErrHostFault, err)
+	}
+	defer outR.Close()
+	defer errR.Close()
+
+	r.cmd = r.command(child, outW, errW)
+	started := time.Now()
+	err = r.cmd.Start()
+	child.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%w: start interpreter %s: %w", sandbox.ErrHostFault, s.python, err)
+	}
+	// From here the child exists: every path below ends by killing the
+	// whole tree and reaping the interpreter.
+	exited := make(chan struct{})
+	go func() { r.cmd.Wait(); close(exited) }()
+	killed := false
+	kill := func() {
+		killed = true
+		r.killTree()
+	}
+	abort := func(err error) (*sandbox.Result, error) {
+		kill()
+		<-exited
+		r.teardown(outR, errR)
+		return nil, err
+	}
+
+	var stdout, stderr capture
+	stdout.max, stderr.max = s.cfg.MaxOutputBytes, s.cfg.MaxOutputBytes
+	var drains sync.WaitGroup
+	drains.Add(2)
+	go func() { defer drains.Done(); stdout.drain(outR) }()
+	go func() { defer drains.Done(); stderr.drain(errR) }()
+
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	enc := wire.NewEncoder(r.host, s.cfg.MaxFrameBytes)
+	// A start that cannot be written means the interpreter is already gone;
+	// its exit status tells the story.
+	enc.Encode(&wire.Start{V: wire.Version, Code: r.req.Code, Bindings: r.decls, MaxFrame: s.cfg.MaxFrameBytes})
+	srv := &server{
+		dec: wire.NewDecoder(r.host, s.cfg.MaxFrameBytes), enc: enc,
+		bindings: r.req.Bindings, names: map[string]bool{},
+		violation: make(chan struct{}),
+	}
+	for _, b := range r.decls {
+		srv.names[b.Name] = true
+	}
+	served := make(chan struct{})
+	go func() { srv.serve(runCtx); close(served) }()
+
+	wall := time.NewTimer(time.Duration(r.limits.WallSeconds * float64(time.Second)))
+	defer wall.Stop()
+	var cpuTick <-chan time.Time
+	if r.cg != nil {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		cpuTick = t.C
+	}
+	var ev evidence
+	ev.cpuLimit = r.limits.CPUSeconds
+	cpuLimit := time.Duration(r.limits.CPUSeconds * float64(time.Second))
+	violation := srv.violation
+wait:
+	for {
+		select {
+		case <-exited:
+			break wait
+		case <-wall.C:
+			ev.wallFired = !killed
+			kill()
+		case <-cpuTick:
+			if used, err := r.cg.cpuUsage(); err == nil && used >= cpuLimit && !killed {
+				ev.cpuFired = true
+				kill()
+			}
+		case <-violation:
+			violation = nil
+			kill()
+		case <-ctx.Done():
+			return abort(ctx.Err())
+		}
+	}
+	finished := time.Now()
+	ev.status = r.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	ev.cpuUsed = r.cpuUsed()
+	cancelRun()
+	r.teardown(outR, errR)
+	<-served
+	drains.Wait()
+
+	res = &sandbox.Result{
+		Stdout: stdout.text(), Stderr: stderr.text(),
+		StdoutTruncated: stdout.truncated, StderrTruncated: stderr.truncated,
+		Duration: finished.Sub(started),
+	}
+	r.describe(res, srv, &ev)
+	return res, nil
+}
+
+// command builds the interpreter's exec.Cmd.
+func (r *run) command(wireFD, stdout, stderr *os.File) *exec.Cmd {
+	s := r.s
+	cmd := &exec.Cmd{
+		Path:       s.python,
+		Args:       append([]string{s.python}, bootstrap.Args(3, r.rlimits()...)...),
+		Env:        r.env(),
+		Dir:        r.dir,
+		Stdout:     stdout,
+		Stderr:     stderr,
+		ExtraFiles: []*os.File{wireFD}, // fd 3
+		SysProcAttr: &syscall.SysProcAttr{
+			Setsid:    true,
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	if s.hostUID == 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: r.uid, Gid: r.gid, Groups: []uint32{}}
+	}
+	if r.cg != nil {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(r.cg.dir.Fd())
+	}
+	return cmd
+}
+
+// env is the child's environment, built from nothing.
+func (r *run) env() []string {
+	env := []string{
+		"HOME=" + r.dir,
+		"TMPDIR=" + r.dir,
+		"PATH=" + filepath.Dir(r.s.python) + ":/usr/local/bin:/usr/bin:/bin",
+		"PYTHONDONTWRITEBYTECODE=1",
+		"MALLOC_ARENA_MAX=2",
+		"LC_ALL=C.UTF-8",
+	}
+	for _, name := range r.s.cfg.EnvAllowlist {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
+}
+
+// rlimits are the per-process limits. The bootstrap lowers its own limits
+// to these before it reads the start frame, so no line of the program runs
+// without them. (The host cannot prlimit(2) a process of another uid without
+// CAP_SYS_RESOURCE, which a root host in a container often lacks.)
+func (r *run) rlimits() []bootstrap.Rlimit {
+	cpu := uint64(math.Ceil(r.limits.CPUSeconds))
+	as, fsize := uint64(r.limits.AddressSpaceBytes), uint64(r.limits.FileSizeBytes)
+	nproc := uint64(r.limits.ProcessCount)
+	return []bootstrap.Rlimit{
+		{Name: "CPU", Soft: cpu, Max: cpu + 1},
+		{Name: "AS", Soft: as, Max: as},
+		{Name: "FSIZE", Soft: fsize, Max: fsize},
+		{Name: "NPROC", Soft: nproc, Max: nproc},
+		{Name: "NOFILE", Soft: 256, Max: 256},
+		{Name: "STACK", Soft: 8 << 20, Max: 8 << 20},
+		{Name: "CORE", Soft: 0, Max: 0},
+	}
+}
+
+// killTree kills every process of the run. ESRCH counts as success.
+func (r *run) killTree() {
+	if r.cg != nil {
+		r.cg.kill()
+		return
+	}
+	syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+	r.cmd.Process.Kill()
+}
+
+// teardown runs after the interpreter was reaped: it kills whatever is left
+// and waits for it, so that the pipes and the socket reach EOF. Without a
+// cgroup, a setsid'd straggler may hold them open: they are closed after a
+// short grace instead.
+func (r *run) teardown(outR, errR *os.File) {
+	if r.cg != nil {
+		if err := r.cg.killAndWait(10 * time.Second); err == nil {
+			return
+		}
+	}
+	r.killTree()
+	time.AfterFunc(200*time.Millisecond, func() {
+		outR.Close()
+		errR.Close()
+		r.host.Close()
+	})
+}
+
+// cpuUsed is the run's CPU in seconds: the cgroup's where there is one.
+func (r *run) cpuUsed() float64 {
+	if r.cg != nil {
+		if d, err := r.cg.cpuUsage(); err == nil {
+			return d.Seconds()
+		}
+	}
+	u := r.cmd.ProcessState
+	return (u.UserTime() + u.SystemTime()).Seconds()
+}
+
+// describe fills the result's value, failure and limit from what the host
+// observed and, where nothing host-side explains the end, what the program
+// reported.
+func (r *run) describe(res *sandbox.Result, srv *server, ev *evidence) {
+	st := ev.status
+	if srv.protoErr == nil && srv.result != nil {
+		res.Value = srv.result.Value
+		ev.program = srv.result.Failure
+	}
+	res.LimitHit, res.LimitSource = attribute(*ev)
+	var f *sandbox.Failure
+	switch {
+	case ev.wallFired:
+		f = &sandbox.Failure{Type: sandbox.FailureWallTimeout, Message: fmt.Sprintf("the run exceeded its wall limit of %gs", r.limits.WallSeconds)}
+	case res.LimitHit == sandbox.LimitCPUSeconds:
+		f = &sandbox.Failure{Type: sandbox.FailureCPUTimeout, Message: fmt.Sprintf("the run exceeded its CPU limit of %gs", r.limits.CPUSeconds)}
+	case srv.protoErr != nil:
+		f = &sandbox.Failure{Type: sandbox.FailureProtocol, Message: srv.protoErr.Error()}
+	case ev.program != nil:
+		p := ev.program
+		f = &sandbox.Failure{Type: p.Type, Message: p.Message, Traceback: p.Traceback}
+	case srv.result == nil && st.Signaled():
+		f = &sandbox.Failure{Type: sandbox.FailureSignal, Message: "the interpreter was killed by " + unix.SignalName(st.Signal()) + " before it sent a result"}
+	case srv.result == nil:
+		f = &sandbox.Failure{Type: sandbox.FailureExit, Message: fmt.Sprintf("the interpreter exited with status %d before it sent a result", st.ExitStatus())}
+	case st.Signaled() || st.ExitStatus() != 0:
+		f = &sandbox.Failure{Type: sandbox.FailureExit, Message: "the interpreter ended abnormally after its result: " + statusText(st)}
+	}
+	if f != nil {
+		if st.Signaled() {
+			f.Signal = sandbox.SignalName(unix.SignalName(st.Signal()))
+		} else {
+			code := st.ExitStatus()
+			f.ExitCode = &code
+		}
+		res.Value = nil
+		if srv.protoErr == nil && srv.result != nil && ev.program == nil {
+			res.Value = srv.result.Value
+		}
+	}
+	res.Failure = f
+}
+
+func statusText(st syscall.WaitStatus) string {
+	if st.Signaled() {
+		return "killed by " + unix.SignalName(st.Signal())
+	}
+	return fmt.Sprintf("exit status %d", st.ExitStatus())
+}
+
+// server answers the program's frames. It reads every frame as hostile: a
+// malformed, oversized, unexpected or duplicate one is a protocol violation
+// that ends the run.
+type server struct {
+	dec       *wire.Decoder
+	enc       *wire.Encoder
+	bindings  sandbox.Bindings
+	names     map[string]bool
+	violation chan struct{} // closed on the first protocol violation
+
+	result   *wire.Result
+	protoErr error
+	lastID   uint64
+	anyCall  bool
+}
+
+func (v *server) fail(err error) {
+	v.protoErr = err
+	close(v.violation)
+}
+
+func (v *server) serve(ctx context.Context) {
+	for {
+		m, err := v.dec.Next()
+		if err != nil {
+			// EOF, or the host closed the socket at teardown: the end. A
+			// decoding error is the program's violation.
+			if errors.Is(err, wire.ErrFrameTooLarge) || errors.Is(err, wire.ErrMalformed) ||
+				errors.Is(err, wire.ErrUnknownType) || errors.Is(err, wire.ErrTruncated) && v.result == nil && ctx.Err() == nil {
+				v.fail(fmt.Errorf("protocol: %w", err))
+			}
+			return
+		}
+		switch m := m.(type) {
+		case *wire.Call:
+			switch {
+			case v.result != nil:
+				v.fail(errors.New("protocol: call after result"))
+				return
+			case v.anyCall && m.ID <= v.lastID:
+				v.fail(fmt.Errorf("protocol: call id %d repeats or goes back (last %d)", m.ID, v.lastID))
+				return
+			case !v.names[m.Name]:
+				v.fail(fmt.Errorf("protocol: call to undeclared binding %.64q", m.Name))
+				return
+			}
+			v.anyCall, v.lastID = true, m.ID
+			err := v.enc.Encode(v.call(ctx, m))
+			if errors.Is(err, wire.ErrFrameTooLarge) {
+				err = v.enc.Encode(errorReply(m, "the host's reply to "+m.Name+" exceeds the frame cap"))
+			}
+			if err != nil {
+				return // the program is gone
+			}
+		case *wire.Result:
+			if v.result != nil {
+				v.fail(errors.New("protocol: second result"))
+				return
+			}
+			v.result = m
+		default:
+			v.fail(fmt.Errorf("protocol: unexpected %T frame from the program", m))
+			return
+		}
+	}
+}
+
+// call runs one binding. Its errors go back to the program as BindingError.
+func (v *server) call(ctx context.Context, c *wire.Call) *wire.Reply {
+	out, err := v.bindings.Call(ctx, c.Name, c.Args)
+	if err != nil {
+		return errorReply(c, err.Error())
+	}
+	if len(out) == 0 {
+		out = json.RawMessage("null")
+	}
+	if !json.Valid(out) {
+		return errorReply(c, "the host's reply to "+c.Name+" is not valid JSON")
+	}
+	return &wire.Reply{ID: c.ID, Value: out}
+}
+
+func errorReply(c *wire.Call, msg string) *wire.Reply {
+	return &wire.Reply{ID: c.ID, Error: &wire.ReplyError{Type: "BindingError", Message: msg}}
+}

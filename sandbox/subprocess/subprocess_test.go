@@ -1,0 +1,42 @@
+package subprocess
+
+import (
+	"os"
+	"testing"
+
+	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/test/contract"
+)
+
+// testPython is the interpreter the tests run: PSYCH_TEST_PYTHON, or
+// Debian's, which any run user can execute.
+func testPython() string {
+	if p := os.Getenv("PSYCH_TEST_PYTHON"); p != "" {
+		return p
+	}
+	return "/usr/bin/python3"
+}
+
+func newTestSandbox(t *testing.T, cfg Config) *Sandbox {
+	t.Helper()
+	if cfg.PythonBin == "" {
+		cfg.PythonBin = testPython()
+	}
+	if os.Geteuid() != 0 {
+		cfg.AllowSameUID = true
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return s
+}
+
+func TestContract(t *testing.T) {
+	contract.Run(t, contract.Backend{
+		New: func(t *testing.T, opts contract.Options) sandbox.Sandbox {
+			return newTestSandbox(t, Config{EnvAllowlist: opts.EnvAllowlist})
+		},
+		SandboxEnv: []string{"MALLOC_ARENA_MAX", "LC_ALL"},
+	})
+}

@@ -1,0 +1,167 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+func frame(body string) []byte {
+	b := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+	return append(b, body...)
+}
+
+func TestRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	enc := NewEncoder(&buf, 0)
+	msgs := []any{
+		&Start{V: Version, Code: "1+1", Bindings: []sandbox.Binding{{Name: "echo", Params: []string{"a"}, Doc: "d"}}, MaxFrame: 99},
+		&Call{ID: 7, Name: "echo", Args: json.RawMessage(`{"a":1}`)},
+		&Reply{ID: 7, Value: json.RawMessage(`[1,2]`)},
+		&Reply{ID: 8, Error: &ReplyError{Type: "BindingError", Message: "no"}},
+		&Result{Value: json.RawMessage(`{"k":"v"}`)},
+		&Result{Failure: &Failure{Type: "OSError", Message: "m", Traceback: "tb", Errno: 27}},
+	}
+	for _, m := range msgs {
+		if err := enc.Encode(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dec := NewDecoder(&buf, 0)
+	for i, want := range msgs {
+		got, err := dec.Next()
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		gb, _ := json.Marshal(got)
+		wb, _ := json.Marshal(want)
+		if !bytes.Equal(gb, wb) {
+			t.Errorf("frame %d: got %s want %s", i, gb, wb)
+		}
+	}
+	if _, err := dec.Next(); err != io.EOF {
+		t.Fatalf("after last frame: %v, want io.EOF", err)
+	}
+}
+
+func TestMarshalHasType(t *testing.T) {
+	b, err := Marshal(&Reply{ID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != `{"type":"reply","id":1,"value":null}` {
+		t.Fatalf("got %s", b)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	huge := binary.BigEndian.AppendUint32(nil, 1<<31)
+	cases := []struct {
+		name string
+		in   []byte
+		max  int
+		want error
+	}{
+		{"oversized", huge, 0, ErrFrameTooLarge},
+		{"over small cap", frame(`{"type":"call","id":1,"name":"x"}`), 10, ErrFrameTooLarge},
+		{"zero length", frame(""), 0, ErrFrameTooLarge},
+		{"short header", []byte{0, 0}, 0, ErrTruncated},
+		{"short body", frame(`{"type":"result"}`)[:8], 0, ErrTruncated},
+		{"not json", frame(`hello`), 0, ErrMalformed},
+		{"json array", frame(`[1]`), 0, ErrMalformed},
+		{"no type", frame(`{"id":1}`), 0, ErrMalformed},
+		{"type not string", frame(`{"type":5}`), 0, ErrMalformed},
+		{"unknown type", frame(`{"type":"exec"}`), 0, ErrUnknownType},
+		{"negative id", frame(`{"type":"call","id":-1,"name":"x"}`), 0, ErrMalformed},
+		{"float id", frame(`{"type":"call","id":1.5,"name":"x"}`), 0, ErrMalformed},
+		{"call no name", frame(`{"type":"call","id":1}`), 0, ErrMalformed},
+		{"args not object", frame(`{"type":"call","id":1,"name":"x","args":[1]}`), 0, ErrMalformed},
+		{"failure no type", frame(`{"type":"result","failure":{"message":"m"}}`), 0, ErrMalformed},
+		{"reply both", frame(`{"type":"reply","id":1,"value":1,"error":{"type":"E","message":"m"}}`), 0, ErrMalformed},
+		{"trailing garbage", frame(`{"type":"result"} x`), 0, ErrMalformed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := NewDecoder(bytes.NewReader(c.in), c.max).Next()
+			if !errors.Is(err, c.want) {
+				t.Fatalf("got %v, want %v", err, c.want)
+			}
+		})
+	}
+}
+
+func TestDecodeNormalizes(t *testing.T) {
+	m, err := NewDecoder(bytes.NewReader(frame(`{"type":"call","id":3,"name":"echo"}`)), 0).Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := m.(*Call); string(c.Args) != "{}" {
+		t.Fatalf("absent args decoded as %q, want {}", c.Args)
+	}
+	m, err = NewDecoder(bytes.NewReader(frame(`{"type":"result","value":null,"failure":null}`)), 0).Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := m.(*Result); r.Value != nil || r.Failure != nil {
+		t.Fatalf("null result decoded as %+v", r)
+	}
+}
+
+func TestEncodeRefusesOversize(t *testing.T) {
+	var buf bytes.Buffer
+	err := NewEncoder(&buf, 64).Encode(&Result{Value: json.RawMessage(`"` + strings.Repeat("x", 100) + `"`)})
+	if !errors.Is(err, ErrFrameTooLarge) || buf.Len() != 0 {
+		t.Fatalf("err %v, wrote %d bytes", err, buf.Len())
+	}
+}
+
+// FuzzDecoder feeds arbitrary bytes to the host decoder: it must return
+// frames or errors, never panic, and every frame it accepts must survive a
+// re-encode and decode unchanged in type.
+func FuzzDecoder(f *testing.F) {
+	seeds := []string{
+		`{"type":"call","id":1,"name":"echo","args":{"a":1}}`,
+		`{"type":"result","value":[1,{"a":null}],"failure":null}`,
+		`{"type":"result","value":null,"failure":{"type":"E","message":"m","traceback":"t","errno":2}}`,
+		`{"type":"reply","id":2,"error":{"type":"BindingError","message":"x"}}`,
+		`{"type":"start","v":1,"code":"1","bindings":[{"name":"a","params":["x"],"doc":""}],"max_frame":5}`,
+		`{"type":"call","id":18446744073709551615,"name":"\u0000"}`,
+		`{"type":"result","isolation":{"seccomp":0}}`,
+	}
+	for _, s := range seeds {
+		f.Add(frame(s))
+		f.Add(append(frame(s), frame(s)...))
+	}
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{0, 0, 0, 1, '{'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dec := NewDecoder(bytes.NewReader(data), 1<<16)
+		for {
+			m, err := dec.Next()
+			if err != nil {
+				if err != io.EOF && !errors.Is(err, ErrFrameTooLarge) && !errors.Is(err, ErrTruncated) &&
+					!errors.Is(err, ErrMalformed) && !errors.Is(err, ErrUnknownType) {
+					t.Fatalf("untyped error %v", err)
+				}
+				return
+			}
+			body, err := Marshal(m)
+			if err != nil {
+				t.Fatalf("re-encode %T: %v", m, err)
+			}
+			again, err := Unmarshal(body)
+			if err != nil {
+				t.Fatalf("re-decode %s: %v", body, err)
+			}
+			if tm, _ := typeOf(m); func() string { s, _ := typeOf(again); return s }() != tm {
+				t.Fatalf("type changed: %T → %T", m, again)
+			}
+		}
+	})
+}

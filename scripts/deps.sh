@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what building, the demo and the tests need, where it is missing.
+# Go itself is expected on PATH (Go 1.26). Debian packages need root.
+set -euo pipefail
+
+need=()
+[ -x /usr/bin/python3 ] || need+=(python3)
+command -v gcc >/dev/null || need+=(gcc)
+
+if [ ${#need[@]} -gt 0 ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "deps: missing ${need[*]}; install them as root (apt-get install ${need[*]})" >&2
+		exit 1
+	fi
+	echo "deps: installing ${need[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+command -v go >/dev/null || { echo "deps: go is not on PATH (want Go 1.26)" >&2; exit 1; }
