@@ -9,24 +9,28 @@
 # Everything here lives in the -c module's namespace; the program gets a fresh
 # module of its own, so none of these names are visible to it.
 
+# Start-up cost matters (it is paid by every execution), so the bootstrap
+# imports only C modules and what the interpreter has already loaded: JSON
+# goes through _json directly (the json package pulls in re, enum and
+# collections, about 6 ms), and traceback and linecache are imported only
+# when a failure is formatted (see LinecacheSeeder).
 import _ast
+import _json
 import _signal
 import _thread
 import builtins
-import json
 import keyword
-import linecache
 import math
 import os
 import sys
-import traceback
-import types
 
 FILENAME = "<program>"
 EXIT_BOOTSTRAP = 125  # the bootstrap itself failed; no result was sent
 DEFAULT_MAX_FRAME = 16 << 20
 MAX_DEPTH = 100  # containers nested deeper than this are sent as repr()
 PID = os.getpid()
+ModuleType = type(sys)
+CodeType = type(sys._getframe().f_code)
 getpid = os.getpid  # captured: a program mocking os.getpid must not fool the fork check
 
 
@@ -42,6 +46,50 @@ class ProtocolError(ValueError):
     """The host sent something that is not the expected frame."""
 
 
+# --- JSON, through the C accelerator ----------------------------------------
+
+
+def _not_json(o):
+    raise TypeError("%s is not JSON-serialisable" % type(o).__name__)
+
+
+# As json.dumps(ensure_ascii=False, allow_nan=False, separators=(",", ":")).
+# No circular-reference markers: a cycle ends in RecursionError, which every
+# caller handles, and no state survives a failed encode.
+_encoder = _json.make_encoder(None, _not_json, _json.encode_basestring, None, ":", ",", False, False, False)
+
+
+def dumps(obj):
+    return "".join(_encoder(obj, 0))
+
+
+class _Decoding:
+    """The context _json's scanner reads: json.loads' defaults, NaN refused."""
+
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int = float, int
+    memo = {}
+
+    @staticmethod
+    def parse_constant(name):
+        raise ValueError("JSON constant %s is not allowed" % name)
+
+
+_scan = _json.make_scanner(_Decoding)
+
+
+def loads(text):
+    text = text.lstrip(" \t\n\r")
+    try:
+        obj, end = _scan(text, 0)
+    except StopIteration:
+        raise ValueError("not a JSON value") from None
+    if text[end:].strip(" \t\n\r"):
+        raise ValueError("extra data after the JSON value")
+    return obj
+
+
 # --- frames ---------------------------------------------------------------
 
 
@@ -49,28 +97,33 @@ def encode(obj):
     # Lone surrogates (from surrogateescape'd bytes) cannot be UTF-8; they only
     # occur inside JSON strings, where backslashreplace turns them into valid
     # \udcXX escapes.
-    text = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    return text.encode("utf-8", "backslashreplace")
+    return dumps(obj).encode("utf-8", "backslashreplace")
 
 
-def read_exact(fd, n):
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = os.read(fd, min(n - len(buf), 1 << 20))
-        if not chunk:
-            raise EOFError("the channel ended inside a frame" if buf else "the host closed the channel")
-        buf += chunk
-    return bytes(buf)
+class Reader:
+    """Reads frames from fd, a read of up to 64 KiB at a time: a small reply
+    arrives in one system call, header and body together."""
 
+    def __init__(self, fd):
+        self.fd, self.buf = fd, b""
 
-def read_frame(fd, cap):
-    n = int.from_bytes(read_exact(fd, 4), "big")
-    if n == 0 or n > cap:
-        raise ProtocolError("frame of %d bytes, cap %d" % (n, cap))
-    msg = json.loads(read_exact(fd, n).decode("utf-8"))
-    if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
-        raise ProtocolError("frame is not a JSON object with a type")
-    return msg
+    def exact(self, n):
+        while len(self.buf) < n:
+            chunk = os.read(self.fd, max(n - len(self.buf), 1 << 16))
+            if not chunk:
+                raise EOFError("the channel ended inside a frame" if self.buf else "the host closed the channel")
+            self.buf += chunk
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def frame(self, cap):
+        n = int.from_bytes(self.exact(4), "big")
+        if n == 0 or n > cap:
+            raise ProtocolError("frame of %d bytes, cap %d" % (n, cap))
+        msg = loads(self.exact(n).decode("utf-8"))
+        if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
+            raise ProtocolError("frame is not a JSON object with a type")
+        return msg
 
 
 def write_frame(fd, body):
@@ -119,7 +172,7 @@ def open_channel(argv):
 
 def read_start(fd):
     """Reads and checks the start frame; returns (code, bindings, max_frame)."""
-    msg = read_frame(fd, 1 << 32)  # the host's encoder already enforced its cap
+    msg = Reader(fd).frame(1 << 32)  # the host's encoder already enforced its cap
     if msg["type"] != "start" or type(msg.get("v")) is not int or msg["v"] != 1:
         raise ProtocolError("the first frame is not a version 1 start frame")
     code, max_frame = msg.get("code"), msg.get("max_frame") or DEFAULT_MAX_FRAME
@@ -152,6 +205,7 @@ class Host:
 
     def __init__(self, fd, max_frame):
         self.fd, self.max_frame = fd, max_frame
+        self.reader = Reader(fd)  # after start, only replies arrive: one at a time
         st = os.fstat(fd)
         self.identity = (st.st_dev, st.st_ino)
         self.lock = _thread.allocate_lock()  # one call (send + reply) at a time
@@ -170,7 +224,7 @@ class Host:
         if getpid() != PID:
             raise BindingError("bindings are not available in a forked child process")
         try:
-            args = json.dumps(args, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+            args = dumps(args)
         except (TypeError, ValueError, RecursionError) as e:
             raise TypeError("%s(): arguments must be JSON-serialisable: %s" % (name, e)) from None
         with self.lock:
@@ -180,16 +234,15 @@ class Host:
                 raise BindingError("the channel to the host is broken: " + self.broken)
             self.last_id += 1
             call_id = self.last_id
-            frame = '{"type":"call","id":%d,"name":%s,"args":%s}' % (call_id, json.dumps(name), args)
+            frame = '{"type":"call","id":%d,"name":%s,"args":%s}' % (call_id, dumps(name), args)
             frame = frame.encode("utf-8", "backslashreplace")
             if len(frame) > self.max_frame:
                 raise BindingError(
                     "%s(): the call encodes to %d bytes; the frame cap is %d" % (name, len(frame), self.max_frame)
                 )
             try:
-                self.check_fd()
                 write_frame(self.fd, frame)
-                reply = read_frame(self.fd, self.max_frame)
+                reply = self.reader.frame(self.max_frame)
                 if reply["type"] != "reply" or reply.get("id") != call_id:
                     raise ProtocolError("expected the reply to call %d, got %.100r" % (call_id, reply))
             except (OSError, EOFError, ValueError, RecursionError) as e:
@@ -233,18 +286,62 @@ def make_binding(host, name, params, doc, signature):
     binding.__name__ = binding.__qualname__ = name
     binding.__doc__ = doc
     binding.__module__ = "__main__"
-    binding.__signature__ = signature
+    binding.__wrapped__ = signature  # inspect.signature() follows it
     return binding
 
 
-def signature_of(params):
-    import inspect  # only when there are bindings: it costs ~2 ms of startup
-
-    P = inspect.Parameter
+def signature_of(name, params):
+    """A never-called stub whose signature is the binding's: (params..., **kwargs).
+    Generated instead of an inspect.Signature, which costs ~4 ms of imports."""
     rest = "kwargs"
     while rest in params:
         rest += "_"
-    return inspect.Signature([P(p, P.POSITIONAL_OR_KEYWORD) for p in params] + [P(rest, P.VAR_KEYWORD)])
+    ns = {}
+    exec("def %s(%s):\n    pass\n" % (name, ", ".join(list(params) + ["**" + rest])), ns)
+    return ns[name]
+
+
+class LinecacheSeeder:
+    """Registers the program's source with linecache, so tracebacks and
+    warnings quote its lines as under `python prog.py`, without importing
+    linecache (and, through tokenize, re) up front: a meta-path finder that
+    seeds linecache.cache the moment anything imports it."""
+
+    def __init__(self, code):
+        self.entry = (len(code), None, code.splitlines(True), FILENAME)
+
+    @classmethod
+    def install(cls, code):
+        seeder = cls(code)
+        if "linecache" in sys.modules:
+            seeder.seed(sys.modules["linecache"])
+        else:
+            sys.meta_path.insert(0, seeder)
+
+    def seed(self, linecache):
+        linecache.cache[FILENAME] = self.entry
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "linecache":
+            return None
+        sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find and find(name, path, target)
+            if spec is not None and spec.loader is not None:
+                break
+        else:
+            return None
+        if isinstance(spec.loader, type):
+            return spec  # a class-level loader (frozen, builtin): not ours to patch
+        exec_module = spec.loader.exec_module
+
+        def seeded(module):
+            exec_module(module)
+            self.seed(module)
+
+        spec.loader.exec_module = seeded
+        return spec
 
 
 # --- running the program ------------------------------------------------------
@@ -252,12 +349,12 @@ def signature_of(params):
 
 def new_main(host, bindings):
     """The program's module: standard dunders, BindingError and the bindings only."""
-    module = types.ModuleType("__main__")
+    module = ModuleType("__main__")
     ns = module.__dict__
     ns["__builtins__"] = builtins
     ns["BindingError"] = BindingError
     for name, params, doc in bindings:
-        ns[name] = make_binding(host, name, params, doc, signature_of(params))
+        ns[name] = make_binding(host, name, params, doc, signature_of(name, params))
     return module
 
 
@@ -317,14 +414,17 @@ def json_key(k):
     if isinstance(k, str):
         return str.__str__(k)
     if k is None or k is True or k is False:
-        return json.dumps(k)
+        return "null" if k is None else "true" if k else "false"
     if isinstance(k, int):
         try:
             return int.__repr__(int.__int__(k))
         except ValueError:
             return None
     if isinstance(k, float):
-        return json.dumps(float.__float__(k))  # NaN, Infinity as json.dumps writes them
+        f = float.__float__(k)  # NaN, Infinity as json.dumps writes them
+        if f != f:
+            return "NaN"
+        return float.__repr__(f) if math.isfinite(f) else ("Infinity" if f > 0 else "-Infinity")
     return None
 
 
@@ -349,7 +449,7 @@ def code_objects(code):
     """code and every code object nested in it (functions, classes, closures)."""
     found = {code}
     for c in code.co_consts:
-        if isinstance(c, types.CodeType):
+        if isinstance(c, CodeType):
             found |= code_objects(c)
     return found
 
@@ -374,8 +474,9 @@ def strip_frames(exc):
                 kept.append(tb)
             tb = tb.tb_next
         new = None
+        TracebackType = type(e.__traceback__)
         for tb in reversed(kept):
-            new = types.TracebackType(new, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
+            new = TracebackType(new, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
         e.__traceback__ = new
         todo += [(e.__cause__, False), (e.__context__, False)]
         group = getattr(e, "exceptions", None)
@@ -385,6 +486,9 @@ def strip_frames(exc):
 
 def format_exception(exc):
     try:
+        import linecache  # seeded with the program's source on import
+        import traceback
+
         strip_frames(exc)
         if isinstance(exc, SyntaxError) and exc.text is None and exc.filename == FILENAME:
             # Raised by compile() from the AST, which has no source text to quote.
@@ -471,7 +575,7 @@ def main():
         sys.stderr.flush()
         os._exit(EXIT_BOOTSTRAP)
 
-    linecache.cache[FILENAME] = (len(code), None, code.splitlines(True), FILENAME)
+    LinecacheSeeder.install(code)
     sys.argv = [FILENAME]
     sys.modules["__main__"] = module  # the program is __main__: pickle, multiprocessing find its functions
 

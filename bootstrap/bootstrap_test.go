@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -163,10 +164,33 @@ func converse(t *testing.T, rw io.ReadWriter, p program) *outcome {
 	}
 }
 
+// launcher is the precompiled bootstrap, as the backends run it.
+var launcher struct {
+	once sync.Once
+	l    *bootstrap.Launcher
+	err  error
+}
+
+// launchArgs are the interpreter arguments for fd 3: the precompiled
+// bootstrap the backends use (TestSourceArgs covers the plain source).
+func launchArgs(t *testing.T) []string {
+	t.Helper()
+	launcher.once.Do(func() { launcher.l, launcher.err = bootstrap.Prepare(python(t)) })
+	if launcher.err != nil {
+		t.Fatalf("Prepare: %v", launcher.err)
+	}
+	return launcher.l.Args(3)
+}
+
 func run(t *testing.T, p program) *outcome {
 	t.Helper()
+	return runArgs(t, launchArgs(t), p)
+}
+
+func runArgs(t *testing.T, args []string, p program) *outcome {
+	t.Helper()
 	hostEnd, childEnd := socketpair(t)
-	c := startChild(t, bootstrap.Args(3), childEnd)
+	c := startChild(t, args, childEnd)
 	o := converse(t, hostEnd, p)
 	c.wait(t, o)
 	if o.result == nil {
@@ -742,4 +766,45 @@ func dropCarets(s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestSourceArgs runs the plain-source form (no Prepare) on programs that
+// exercise values, tracebacks and bindings.
+func TestSourceArgs(t *testing.T) {
+	o := runArgs(t, bootstrap.Args(3), program{code: "x = 1\n1/0"})
+	if f := o.result.Failure; f == nil || !strings.Contains(f.Traceback, "line 2") || !strings.Contains(f.Traceback, "    1/0") {
+		t.Fatalf("failure %+v", o.result.Failure)
+	}
+	o = runArgs(t, bootstrap.Args(3), program{code: "(1, 2)"})
+	jsonEqual(t, o.result.Value, "[1, 2]")
+}
+
+// TestPreparedMatchesSource checks that both forms give the same traceback.
+func TestPreparedMatchesSource(t *testing.T) {
+	code := "def f():\n    raise KeyError('k')\nf()"
+	a := runArgs(t, bootstrap.Args(3), program{code: code})
+	b := run(t, program{code: code})
+	if a.result.Failure == nil || b.result.Failure == nil || a.result.Failure.Traceback != b.result.Failure.Traceback {
+		t.Fatalf("source %+v\nprepared %+v", a.result.Failure, b.result.Failure)
+	}
+}
+
+// TestProgramTracebackQuotesSource: the program's own use of traceback and
+// warnings finds its source lines, though the bootstrap imports linecache
+// only lazily.
+func TestProgramTracebackQuotesSource(t *testing.T) {
+	code := "import traceback, warnings, sys\ntry:\n    1/0\nexcept Exception:\n    traceback.print_exc()\n" +
+		"warnings.warn('careful')\n'ok'"
+	o := mustSucceed(t, program{code: code})
+	for _, want := range []string{`File "<program>", line 3`, "    1/0", "<program>:6: UserWarning: careful", "warnings.warn('careful')"} {
+		if !strings.Contains(o.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, o.stderr)
+		}
+	}
+}
+
+func TestPrepareRefusesBadInterpreter(t *testing.T) {
+	if _, err := bootstrap.Prepare("/nonexistent/python3"); err == nil {
+		t.Fatal("Prepare with a missing interpreter succeeded")
+	}
 }

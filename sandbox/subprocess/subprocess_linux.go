@@ -1,6 +1,7 @@
 package subprocess
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,6 +32,7 @@ type Sandbox struct {
 	hostUID  int
 	owner    ownerID
 	cgParent string // "" where no run cgroup can be made
+	launcher *bootstrap.Launcher
 	ids      chan uint32
 	log      *slog.Logger
 	seq      atomic.Uint64
@@ -72,9 +74,9 @@ func New(cfg Config) (*Sandbox, error) {
 	if err := c.validate(s.hostUID); err != nil {
 		return nil, err
 	}
+	var err error
 	python := c.PythonBin
 	if python == "" {
-		var err error
 		if python, err = resolvePython(); err != nil {
 			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 		}
@@ -85,13 +87,15 @@ func New(cfg Config) (*Sandbox, error) {
 		}
 	}
 	s.python = python
+	if s.launcher, err = bootstrap.Prepare(python); err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+	}
 	if n := c.RunAs.size(); n > 1 {
 		s.ids = make(chan uint32, n)
 		for i := uint32(0); i < n; i++ {
 			s.ids <- i
 		}
 	}
-	var err error
 	if s.owner, err = selfOwner(); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
@@ -203,7 +207,8 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: wire socketpair: %w", sandbox.ErrHostFault, err)
 	}
-	unix.SetNonblock(fds[0], true) // so Close interrupts a blocked read or write
+	// Blocking, so a reply wakes the serving thread straight from the kernel
+	// (not through the netpoller); teardown shuts it down to unblock it.
 	r.host = os.NewFile(uintptr(fds[0]), "psych-wire-host")
 	child := os.NewFile(uintptr(fds[1]), "psych-wire-child")
 	defer r.host.Close()
@@ -240,13 +245,6 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 		killed = true
 		r.killTree()
 	}
-	abort := func(err error) (*sandbox.Result, error) {
-		kill()
-		<-exited
-		r.teardown(outR, errR)
-		return nil, err
-	}
-
 	var stdout, stderr capture
 	stdout.max, stderr.max = s.cfg.MaxOutputBytes, s.cfg.MaxOutputBytes
 	var drains sync.WaitGroup
@@ -261,7 +259,7 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	// its exit status tells the story.
 	enc.Encode(&wire.Start{V: wire.Version, Code: r.req.Code, Bindings: r.decls, MaxFrame: s.cfg.MaxFrameBytes})
 	srv := &server{
-		dec: wire.NewDecoder(r.host, s.cfg.MaxFrameBytes), enc: enc,
+		dec: wire.NewDecoder(bufio.NewReaderSize(r.host, 64<<10), s.cfg.MaxFrameBytes), enc: enc,
 		bindings: r.req.Bindings, names: map[string]bool{},
 		violation: make(chan struct{}),
 	}
@@ -283,6 +281,8 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	ev.cpuLimit = r.limits.CPUSeconds
 	cpuLimit := time.Duration(r.limits.CPUSeconds * float64(time.Second))
 	violation := srv.violation
+	done := ctx.Done()
+	cancelled := false
 wait:
 	for {
 		select {
@@ -299,8 +299,11 @@ wait:
 		case <-violation:
 			violation = nil
 			kill()
-		case <-ctx.Done():
-			return abort(ctx.Err())
+		case <-done:
+			// Kill, then tear down exactly as after any other end, so
+			// nothing of the run outlives Run.
+			done, cancelled = nil, true
+			kill()
 		}
 	}
 	finished := time.Now()
@@ -310,6 +313,9 @@ wait:
 	r.teardown(outR, errR)
 	<-served
 	drains.Wait()
+	if cancelled {
+		return nil, ctx.Err()
+	}
 
 	res = &sandbox.Result{
 		Stdout: stdout.text(), Stderr: stderr.text(),
@@ -325,7 +331,7 @@ func (r *run) command(wireFD, stdout, stderr *os.File) *exec.Cmd {
 	s := r.s
 	cmd := &exec.Cmd{
 		Path:       s.python,
-		Args:       append([]string{s.python}, bootstrap.Args(3, r.rlimits()...)...),
+		Args:       append([]string{s.python}, s.launcher.Args(3, r.rlimits()...)...),
 		Env:        r.env(),
 		Dir:        r.dir,
 		Stdout:     stdout,
@@ -407,7 +413,10 @@ func (r *run) teardown(outR, errR *os.File) {
 	time.AfterFunc(200*time.Millisecond, func() {
 		outR.Close()
 		errR.Close()
-		r.host.Close()
+		// The socket is blocking: only shutdown wakes a blocked read or write.
+		if rc, err := r.host.SyscallConn(); err == nil {
+			rc.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_RDWR) })
+		}
 	})
 }
 

@@ -79,6 +79,9 @@ func Run(t *testing.T, b Backend) {
 		{"StdinEOF", s.stdinEOF},
 		{"Multiprocessing", s.multiprocessing},
 		{"FreshTmp", s.freshTmp},
+		{"Hostile", s.hostile},
+		{"ForgedResult", s.forgedResult},
+		{"CallFlood", s.callFlood},
 	} {
 		t.Run(tc.name, tc.fn)
 	}

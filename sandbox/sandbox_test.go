@@ -1,0 +1,79 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestValidateBindings(t *testing.T) {
+	ok := []Binding{{Name: "search", Params: []string{"query", "limit"}}, {Name: "_x2"}}
+	if err := ValidateBindings(ok); err != nil {
+		t.Fatal(err)
+	}
+	bad := map[string][]Binding{
+		"reserved run_code": {{Name: "run_code"}},
+		"keyword":           {{Name: "class"}},
+		"not identifier":    {{Name: "a-b"}},
+		"empty":             {{Name: ""}},
+		"twice":             {{Name: "a"}, {Name: "a"}},
+		"bad param":         {{Name: "a", Params: []string{"1x"}}},
+		"repeated param":    {{Name: "a", Params: []string{"x", "x"}}},
+		"keyword param":     {{Name: "a", Params: []string{"lambda"}}},
+		"BindingError":      {{Name: "BindingError"}},
+	}
+	for name, list := range bad {
+		if err := ValidateBindings(list); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
+		}
+	}
+}
+
+func TestLimitsMergeValidate(t *testing.T) {
+	d := DefaultLimits()
+	if d.CPUSeconds != 10 || d.AddressSpaceBytes != 512<<20 || d.FileSizeBytes != 10<<20 || d.ProcessCount != 64 || d.WallSeconds != 30 {
+		t.Fatalf("defaults %+v differ from DESIGN.md §2", d)
+	}
+	m := Limits{WallSeconds: 2}.Merge(d)
+	if m.WallSeconds != 2 || m.CPUSeconds != 10 {
+		t.Fatalf("merge %+v", m)
+	}
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []Limits{{CPUSeconds: -1}, {WallSeconds: 1e12}, {ProcessCount: -3}, {AddressSpaceBytes: 1}} {
+		if err := l.Merge(d).Validate(); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("%+v: %v, want ErrInvalidRequest", l, err)
+		}
+	}
+}
+
+func TestResultJSON(t *testing.T) {
+	code := 3
+	r := Result{Stdout: "x", Value: json.RawMessage(`[1]`), Duration: 1500 * time.Millisecond,
+		Failure: &Failure{Type: "SystemExit", Message: "3", ExitCode: &code}, LimitHit: LimitWallSeconds, LimitSource: SourceHost}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"duration_seconds":1.5`, `"limit_hit":"wall_seconds"`, `"signal":null`, `"exit_code":3`, `"network_denied":false`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s lacks %s", b, want)
+		}
+	}
+	var back Result
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Duration != r.Duration || back.LimitHit != r.LimitHit || *back.Failure.ExitCode != 3 || string(back.Value) != "[1]" {
+		t.Errorf("round trip %+v", back)
+	}
+	b, _ = json.Marshal(Result{})
+	for _, want := range []string{`"limit_hit":null`, `"value":null`, `"failure":null`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("empty result %s lacks %s", b, want)
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package subprocess
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"testing"
+
+	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/demotools"
+)
+
+// BenchmarkRunNoop measures one execution of `None` through the whole
+// backend, beside a bare `python3 -I -c pass` in the same run: compare the
+// two sub-benchmarks' ns/op as a ratio.
+func BenchmarkRunNoop(b *testing.B) {
+	b.Run("bare-python", func(b *testing.B) {
+		for b.Loop() {
+			if err := exec.Command(testPython(), "-I", "-c", "pass").Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("psych", func(b *testing.B) {
+		s, err := New(Config{PythonBin: testPython()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			res, err := s.Run(context.Background(), sandbox.Request{Code: "None"})
+			if err != nil || res.Failure != nil {
+				b.Fatal(err, res)
+			}
+		}
+	})
+}
+
+// BenchmarkBindingRoundTrip reports microseconds per echo call inside one
+// program (the goal is 30 µs or less).
+func BenchmarkBindingRoundTrip(b *testing.B) {
+	s, err := New(Config{PythonBin: testPython()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const calls = 20000
+	code := "import time\nt = time.perf_counter()\nfor i in range(20000):\n    echo(i=i)\ntime.perf_counter() - t"
+	var total float64
+	for b.Loop() {
+		res, err := s.Run(context.Background(), sandbox.Request{Code: code, Bindings: demotools.Bindings{}})
+		if err != nil || res.Failure != nil {
+			b.Fatal(err, res.Failure)
+		}
+		var secs float64
+		if _, err := fmt.Sscan(string(res.Value), &secs); err != nil {
+			b.Fatal(err)
+		}
+		total += secs
+	}
+	b.ReportMetric(total/float64(b.N)/calls*1e6, "µs/call")
+}

@@ -1,0 +1,137 @@
+package subprocess
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+// The host helper: a process that starts one run and blocks in it until it
+// is killed, standing in for a host that dies mid-run.
+func TestMain(m *testing.M) {
+	if marker := os.Getenv("PSYCH_TEST_HOST_MARKER"); marker != "" {
+		s, err := New(Config{PythonBin: testPython(), AllowSameUID: os.Geteuid() != 0})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		code := "import subprocess, sys, time\n" +
+			"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '" + marker + "'], start_new_session=True)\n" +
+			"time.sleep(300)"
+		s.Run(context.Background(), sandbox.Request{Code: code, Limits: sandbox.Limits{WallSeconds: 600}})
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// startHost starts a helper host whose run leaves a setsid'd sleeper tagged
+// marker, and waits until that sleeper runs.
+func startHost(t *testing.T, marker string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "PSYCH_TEST_HOST_MARKER="+marker)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		exec.Command("pkill", "-f", marker).Run()
+		New(Config{PythonBin: testPython(), AllowSameUID: os.Geteuid() != 0}) // removes what it left
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for !markerAlive(marker) {
+		if time.Now().After(deadline) {
+			t.Fatal("the helper host's run never started its sleeper")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cmd
+}
+
+func markerAlive(marker string) bool {
+	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), marker) {
+			return true
+		}
+	}
+	return false
+}
+
+// ownedBy lists the entries of dir named after the host process pid.
+func ownedBy(dir string, pid int) []string {
+	start, err := startTime(pid)
+	if err != nil {
+		return nil
+	}
+	prefix := ownerID{pid, start}.String() + "-"
+	var out []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
+}
+
+// TestHostKilledMidRun: a host killed mid-run leaves its run cgroup, run
+// directory and a setsid'd descendant behind; the next construction removes
+// them all, and leaves a live sibling host's run alone.
+func TestHostKilledMidRun(t *testing.T) {
+	requireRoot(t)
+	probe := newTestSandbox(t, Config{})
+	if probe.cgParent == "" {
+		t.Fatal("no run cgroup parent on a root host")
+	}
+	dead := fmt.Sprintf("psych-dead-host-%d", time.Now().UnixNano())
+	live := fmt.Sprintf("psych-live-host-%d", time.Now().UnixNano())
+	victim := startHost(t, dead)
+	sibling := startHost(t, live)
+
+	victimDirs := ownedBy(probe.cfg.TmpBase, victim.Process.Pid)
+	victimCgroups := ownedBy(probe.cgParent, victim.Process.Pid)
+	siblingDirs := ownedBy(probe.cfg.TmpBase, sibling.Process.Pid)
+	siblingCgroups := ownedBy(probe.cgParent, sibling.Process.Pid)
+	if len(victimDirs) != 1 || len(victimCgroups) != 1 || len(siblingDirs) != 1 || len(siblingCgroups) != 1 {
+		t.Fatalf("expected one run dir and cgroup per host: %v %v %v %v", victimDirs, victimCgroups, siblingDirs, siblingCgroups)
+	}
+	victim.Process.Signal(syscall.SIGKILL)
+	victim.Wait()
+	if !markerAlive(dead) {
+		t.Fatal("the setsid'd descendant died with its host; the test proves nothing")
+	}
+
+	newTestSandbox(t, Config{}) // construction cleans up after dead hosts
+
+	deadline := time.Now().Add(5 * time.Second)
+	for markerAlive(dead) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if markerAlive(dead) {
+		t.Error("the dead host's descendant still runs")
+	}
+	for _, p := range append(victimDirs, victimCgroups...) {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("left behind by the dead host: %s", p)
+		}
+	}
+	if !markerAlive(live) {
+		t.Error("the live sibling host's run was killed")
+	}
+	for _, p := range append(siblingDirs, siblingCgroups...) {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("the live sibling's %s was removed: %v", p, err)
+		}
+	}
+}

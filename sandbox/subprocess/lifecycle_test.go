@@ -1,0 +1,225 @@
+package subprocess
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/wire"
+)
+
+// requireRoot skips where the test needs a root host; CI runs as root.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs a root host (CI runs as root)")
+	}
+}
+
+func TestAttribute(t *testing.T) {
+	signaled := func(sig syscall.Signal) syscall.WaitStatus { return syscall.WaitStatus(sig) }
+	exited := func(code int) syscall.WaitStatus { return syscall.WaitStatus(code << 8) }
+	cases := []struct {
+		name   string
+		ev     evidence
+		limit  sandbox.LimitName
+		source string
+	}{
+		{"clean", evidence{status: exited(0)}, "", ""},
+		{"plain error", evidence{status: exited(1), program: &wire.Failure{Type: "ValueError"}}, "", ""},
+		{"wall first", evidence{wallFired: true, status: signaled(syscall.SIGKILL), program: &wire.Failure{Type: "MemoryError"}}, sandbox.LimitWallSeconds, sandbox.SourceHost},
+		{"cpu watch", evidence{cpuFired: true, status: signaled(syscall.SIGKILL)}, sandbox.LimitCPUSeconds, sandbox.SourceHost},
+		{"sigxcpu", evidence{status: signaled(syscall.SIGXCPU)}, sandbox.LimitCPUSeconds, sandbox.SourceKernel},
+		{"sigkill at cpu limit", evidence{status: signaled(syscall.SIGKILL), cpuUsed: 3, cpuLimit: 2}, sandbox.LimitCPUSeconds, sandbox.SourceKernel},
+		{"sigkill below cpu limit", evidence{status: signaled(syscall.SIGKILL), cpuUsed: 1, cpuLimit: 2}, "", ""},
+		{"memory error", evidence{status: exited(1), program: &wire.Failure{Type: "MemoryError"}}, sandbox.LimitAddressSpaceBytes, sandbox.SourceProgram},
+		{"efbig", evidence{status: exited(1), program: &wire.Failure{Type: "OSError", Errno: 27}}, sandbox.LimitFileSizeBytes, sandbox.SourceProgram},
+		{"thread start", evidence{status: exited(1), program: &wire.Failure{Type: "RuntimeError", Message: "can't start new thread"}}, sandbox.LimitProcessCount, sandbox.SourceProgram},
+		{"fork eagain", evidence{status: exited(1), program: &wire.Failure{Type: "BlockingIOError", Errno: 11}}, sandbox.LimitProcessCount, sandbox.SourceProgram},
+		{"other runtime error", evidence{status: exited(1), program: &wire.Failure{Type: "RuntimeError", Message: "x"}}, "", ""},
+	}
+	for _, c := range cases {
+		if limit, source := attribute(c.ev); limit != c.limit || source != c.source {
+			t.Errorf("%s: got %q/%q, want %q/%q", c.name, limit, source, c.limit, c.source)
+		}
+	}
+}
+
+func TestCheckExecutable(t *testing.T) {
+	requireRoot(t)
+	if err := checkExecutable(testPython(), nobodyID, nobodyID); err != nil {
+		t.Fatalf("nobody cannot run %s: %v", testPython(), err)
+	}
+	outer, err := os.MkdirTemp("", "psych-exec-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(outer) })
+	os.Chmod(outer, 0o755)
+	private := filepath.Join(outer, "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(private, "python3")
+	if err := os.Symlink(testPython(), link); err != nil {
+		t.Fatal(err)
+	}
+	// The symlink resolves out of the private dir: fine.
+	if err := checkExecutable(link, nobodyID, nobodyID); err != nil {
+		t.Errorf("a symlink to a public interpreter: %v", err)
+	}
+	copyPath := filepath.Join(private, "python-copy")
+	if out, err := exec.Command("cp", testPython(), copyPath).CombinedOutput(); err != nil {
+		t.Fatal(err, string(out))
+	}
+	err = checkExecutable(copyPath, nobodyID, nobodyID)
+	if err == nil || !strings.Contains(err.Error(), private+" ") {
+		t.Fatalf("an interpreter in a 0700 dir: %v, want an error naming %s", err, private)
+	}
+	_, err = New(Config{PythonBin: copyPath})
+	if !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "PythonBin (psych run --python)") {
+		t.Fatalf("New with an unreachable interpreter: %v, want a config error naming the fix", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	requireRoot(t)
+	bad := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"reserved env", Config{EnvAllowlist: []string{"HOME"}}, "set by the sandbox"},
+		{"bad env name", Config{EnvAllowlist: []string{"A=B"}}, "bad name"},
+		{"uid 0", Config{RunAs: SingleID(0, 0)}, "never used"},
+		{"same uid", Config{RunAs: SingleID(0, 5)}, "never used"},
+		{"overflow", Config{RunAs: &IDRange{UID: 1<<32 - 2, GID: 1000, Count: 10}}, "overflows"},
+		{"small frame", Config{MaxFrameBytes: 100}, "frame cap"},
+		{"bad limits", Config{DefaultLimits: sandbox.Limits{CPUSeconds: -1}}, "cpu_seconds"},
+	}
+	for _, c := range bad {
+		c.cfg.PythonBin = testPython()
+		_, err := New(c.cfg)
+		if !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want a config error with %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestRequireNetworkDenialRefuses(t *testing.T) {
+	s := newTestSandbox(t, Config{RequireNetworkDenial: true})
+	res, err := s.Run(context.Background(), sandbox.Request{Code: "1"})
+	if !errors.Is(err, sandbox.ErrRefused) || res != nil {
+		t.Fatalf("got %v, %v; want ErrRefused", res, err)
+	}
+}
+
+func TestInvalidRequests(t *testing.T) {
+	s := newTestSandbox(t, Config{MaxFrameBytes: 4096})
+	for name, req := range map[string]sandbox.Request{
+		"bad utf-8":     {Code: "x = '\xff'"},
+		"over the cap":  {Code: strings.Repeat("#", 5000)},
+		"negative wall": {Code: "1", Limits: sandbox.Limits{WallSeconds: -1}},
+	} {
+		if _, err := s.Run(context.Background(), req); !errors.Is(err, sandbox.ErrInvalidRequest) {
+			t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
+		}
+	}
+}
+
+// TestIDRange: concurrent runs each get their own uid from the range.
+func TestIDRange(t *testing.T) {
+	requireRoot(t)
+	s := newTestSandbox(t, Config{RunAs: &IDRange{UID: 61000, GID: 61000, Count: 3}})
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := s.Run(context.Background(), sandbox.Request{Code: "import os, time\ntime.sleep(0.5)\n[os.getuid(), os.getgid()]"})
+			if err != nil || res.Failure != nil {
+				t.Errorf("run: %v %+v", err, res)
+				return
+			}
+			mu.Lock()
+			seen[string(res.Value)] = true
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, want := range []string{"[61000,61000]", "[61001,61001]", "[61002,61002]"} {
+		if !seen[want] {
+			t.Errorf("no run had ids %s; saw %v", want, seen)
+		}
+	}
+}
+
+// TestNoLeaks: many runs leave no fd, cgroup, directory or goroutine behind.
+func TestNoLeaks(t *testing.T) {
+	s := newTestSandbox(t, Config{})
+	fds := func() int { e, _ := os.ReadDir("/proc/self/fd"); return len(e) }
+	run := func() {
+		res, err := s.Run(context.Background(), sandbox.Request{Code: "import subprocess\nsubprocess.Popen(['sleep', '30'], start_new_session=True)\n1"})
+		if err != nil || res.Failure != nil {
+			t.Fatalf("run: %v %+v", err, res)
+		}
+	}
+	run() // warm up lazily opened fds
+	before := fds()
+	for i := 0; i < 20; i++ {
+		run()
+	}
+	if after := fds(); after != before {
+		t.Errorf("open fds went from %d to %d over 20 runs", before, after)
+	}
+	mine := s.owner.String() + "-"
+	if entries, _ := os.ReadDir(s.cfg.TmpBase); len(entries) > 0 {
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), mine) {
+				t.Errorf("run dir left behind: %s", e.Name())
+			}
+		}
+	}
+	if s.cgParent != "" {
+		entries, _ := os.ReadDir(s.cgParent)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), mine) {
+				t.Errorf("run cgroup left behind: %s", e.Name())
+			}
+		}
+	}
+}
+
+// TestNoCgroupFallback: without a run cgroup the backend still runs, ends
+// wall limits, and returns promptly even when a setsid'd descendant holds
+// the output pipes (which it cannot kill: the documented weakness).
+func TestNoCgroupFallback(t *testing.T) {
+	s := newTestSandbox(t, Config{})
+	s.cgParent = ""
+	m := fmt.Sprintf("psych-fallback-%d", time.Now().UnixNano())
+	code := "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', '" + m + "'], start_new_session=True)\n'ok'"
+	start := time.Now()
+	res, err := s.Run(context.Background(), sandbox.Request{Code: code})
+	if err != nil || res.Failure != nil || string(res.Value) != `"ok"` {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Run took %v with a straggler holding its pipes", d)
+	}
+	exec.Command("pkill", "-f", m).Run()
+	res, err = s.Run(context.Background(), sandbox.Request{Code: "import time\ntime.sleep(30)", Limits: sandbox.Limits{WallSeconds: 1}})
+	if err != nil || res.LimitHit != sandbox.LimitWallSeconds {
+		t.Fatalf("wall limit without a cgroup: %v %+v", err, res)
+	}
+}
