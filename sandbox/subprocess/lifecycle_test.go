@@ -223,3 +223,51 @@ func TestNoCgroupFallback(t *testing.T) {
 		t.Fatalf("wall limit without a cgroup: %v %+v", err, res)
 	}
 }
+
+// TestDefaultPython: with no PythonBin, New asks python3 on PATH for its
+// sys.executable once, and either uses that interpreter or says why the run
+// user cannot and how to fix it.
+func TestDefaultPython(t *testing.T) {
+	resolved, err := resolvePython()
+	if err != nil {
+		t.Fatalf("resolve python3: %v", err)
+	}
+	if !filepath.IsAbs(resolved) || strings.Contains(resolved, "/shims/") {
+		t.Fatalf("resolved %q, want the real interpreter", resolved)
+	}
+	cfg := Config{AllowSameUID: os.Geteuid() != 0}
+	s, err := New(cfg)
+	switch {
+	case err == nil:
+		if s.Python() != resolved {
+			t.Fatalf("New uses %s, resolved %s", s.Python(), resolved)
+		}
+	case errors.Is(err, sandbox.ErrInvalidConfig):
+		if !strings.Contains(err.Error(), resolved) || !strings.Contains(err.Error(), "--python") {
+			t.Fatalf("config error %q does not name the interpreter and the fix", err)
+		}
+		t.Logf("default interpreter refused as expected here: %v", err)
+	default:
+		t.Fatalf("New: %v", err)
+	}
+}
+
+// TestCancelLeavesNothing: a cancelled run leaves no cgroup or run directory.
+func TestCancelLeavesNothing(t *testing.T) {
+	s := newTestSandbox(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := s.Run(ctx, sandbox.Request{Code: "import subprocess\nsubprocess.Popen(['sleep', '60'], start_new_session=True)\nimport time\ntime.sleep(60)"})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run: %v, want the context's error", err)
+	}
+	mine := s.owner.String() + "-"
+	for _, dir := range []string{s.cfg.TmpBase, s.cgParent} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), mine) {
+				t.Errorf("left behind after cancel: %s", filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+}

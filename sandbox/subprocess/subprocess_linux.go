@@ -159,7 +159,7 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 		return nil, err
 	}
 	defer release()
-	r := &run{s: s, req: req, decls: decls, limits: limits, uid: uid, gid: gid}
+	r := &run{s: s, req: req, decls: decls, limits: limits, uid: uid, gid: gid, start: start}
 	return r.execute(ctx)
 }
 
@@ -169,6 +169,7 @@ type run struct {
 	req      sandbox.Request
 	decls    []sandbox.Binding
 	limits   sandbox.Limits
+	start    []byte // the start frame's body
 	uid, gid uint32
 
 	dir  string
@@ -254,12 +255,10 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
-	enc := wire.NewEncoder(r.host, s.cfg.MaxFrameBytes)
-	// A start that cannot be written means the interpreter is already gone;
-	// its exit status tells the story.
-	enc.Encode(&wire.Start{V: wire.Version, Code: r.req.Code, Bindings: r.decls, MaxFrame: s.cfg.MaxFrameBytes})
 	srv := &server{
-		dec: wire.NewDecoder(bufio.NewReaderSize(r.host, 64<<10), s.cfg.MaxFrameBytes), enc: enc,
+		start:    r.start,
+		dec:      wire.NewDecoder(bufio.NewReaderSize(r.host, 64<<10), s.cfg.MaxFrameBytes),
+		enc:      wire.NewEncoder(r.host, s.cfg.MaxFrameBytes),
 		bindings: r.req.Bindings, names: map[string]bool{},
 		violation: make(chan struct{}),
 	}
@@ -485,6 +484,7 @@ func statusText(st syscall.WaitStatus) string {
 // malformed, oversized, unexpected or duplicate one is a protocol violation
 // that ends the run.
 type server struct {
+	start     []byte // the start frame's body, sent first
 	dec       *wire.Decoder
 	enc       *wire.Encoder
 	bindings  sandbox.Bindings
@@ -503,6 +503,12 @@ func (v *server) fail(err error) {
 }
 
 func (v *server) serve(ctx context.Context) {
+	// Sent here, not before the host starts watching: a child that does not
+	// read it is still bound by the wall limit and the context. A start that
+	// cannot be written means the interpreter is gone; its status tells why.
+	if err := v.enc.WriteBody(v.start); err != nil {
+		return
+	}
 	for {
 		m, err := v.dec.Next()
 		if err != nil {

@@ -129,8 +129,13 @@ func (e *Encoder) Encode(m any) error {
 	if err != nil {
 		return err
 	}
+	return e.WriteBody(body)
+}
+
+// WriteBody writes a body made by Marshal as one frame.
+func (e *Encoder) WriteBody(body []byte) error {
 	if len(body) > e.maxFrame {
-		return fmt.Errorf("encode %T: %d bytes over the %d-byte cap: %w", m, len(body), e.maxFrame, ErrFrameTooLarge)
+		return fmt.Errorf("encode frame: %d bytes over the %d-byte cap: %w", len(body), e.maxFrame, ErrFrameTooLarge)
 	}
 	e.buf = binary.BigEndian.AppendUint32(e.buf[:0], uint32(len(body)))
 	e.buf = append(e.buf, body...)
