@@ -37,6 +37,12 @@
 //     warning and falls back to killing the process group, which a program
 //     that calls setsid can escape.
 //
+// Pdeathsig fires when the OS thread that started the child exits
+// (golang/go#27505). The Go runtime keeps its threads unless a goroutine
+// ends while locked to one with runtime.LockOSThread; an embedder that does
+// that should not call Run from such a goroutine. The planned C init also
+// ends everything when its sync socket reaches EOF.
+//
 // Limit attribution follows DESIGN.md §2: the wall timer and the CPU watch
 // are the host's own evidence; SIGXCPU, or SIGKILL with the CPU at its limit,
 // the kernel's; an uncaught MemoryError, EFBIG or a failed thread or process

@@ -271,3 +271,39 @@ func TestCancelLeavesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestTmpBaseChecks: a base the run user cannot enter, or one others may
+// write, is a configuration error at construction, not a failed first run.
+func TestTmpBaseChecks(t *testing.T) {
+	requireRoot(t)
+	outer, err := os.MkdirTemp("", "psych-base-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(outer) })
+	os.Chmod(outer, 0o755)
+	closed := filepath.Join(outer, "closed")
+	os.Mkdir(closed, 0o700)
+	_, err = New(Config{PythonBin: testPython(), TmpBase: filepath.Join(closed, "runs")})
+	if !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "cannot search directory "+closed) {
+		t.Errorf("unreachable base: %v", err)
+	}
+	open := filepath.Join(outer, "open")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777)
+	_, err = New(Config{PythonBin: testPython(), TmpBase: open})
+	if !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "writable by no one else") {
+		t.Errorf("world-writable base: %v", err)
+	}
+	// A relative interpreter path works from the run's own directory.
+	wd, _ := os.Getwd()
+	defer os.Chdir(wd)
+	os.Chdir(filepath.Dir(testPython()))
+	s, err := New(Config{PythonBin: "./" + filepath.Base(testPython())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Run(context.Background(), sandbox.Request{Code: "1"}); err != nil || res.Failure != nil {
+		t.Fatalf("relative PythonBin: %v %+v", err, res)
+	}
+}

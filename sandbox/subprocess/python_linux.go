@@ -34,14 +34,25 @@ func resolvePython() (string, error) {
 // can execute path: every directory on the way searchable, the file a
 // regular, executable file. The error names the component in the way.
 func checkExecutable(path string, uid, gid uint32) error {
+	return checkReach(path, uid, gid, true)
+}
+
+// checkSearchable reports whether uid/gid can search (enter) the directory
+// path and every directory above it.
+func checkSearchable(path string, uid, gid uint32) error {
+	return checkReach(path, uid, gid, false)
+}
+
+// checkReach walks path, resolved, from the root: each directory must be
+// searchable by uid/gid, and the last component an executable regular file
+// (file) or a searchable directory (!file).
+func checkReach(path string, uid, gid uint32, file bool) error {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return fmt.Errorf("resolve interpreter %s: %w", path, err)
+		return fmt.Errorf("resolve %s: %w", path, err)
 	}
-	if !filepath.IsAbs(real) {
-		if real, err = filepath.Abs(real); err != nil {
-			return err
-		}
+	if real, err = filepath.Abs(real); err != nil {
+		return err
 	}
 	parts := strings.Split(real, "/")
 	dir := "/"
@@ -55,12 +66,13 @@ func checkExecutable(path string, uid, gid uint32) error {
 		if err := syscall.Stat(cur, &st); err != nil {
 			return fmt.Errorf("stat %s: %w", cur, err)
 		}
-		if last && st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-			return fmt.Errorf("%s is not a regular file", cur)
+		isFile := st.Mode&syscall.S_IFMT == syscall.S_IFREG
+		if last && isFile != file {
+			return fmt.Errorf("%s is not a %s", cur, map[bool]string{true: "regular file", false: "directory"}[file])
 		}
 		if !permits(&st, uid, gid, 1) {
 			what := "search directory"
-			if last {
+			if last && file {
 				what = "execute"
 			}
 			return fmt.Errorf("uid %d cannot %s %s (mode %04o, owner %d:%d)", uid, what, cur, st.Mode&07777, st.Uid, st.Gid)

@@ -81,15 +81,10 @@ func New(cfg Config) (*Sandbox, error) {
 			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 		}
 	}
-	for i := uint32(0); i < c.RunAs.size(); i++ {
-		if err := checkExecutable(python, c.RunAs.UID+i, c.RunAs.GID+i); err != nil {
-			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, interpreterError(python, c.RunAs.UID+i, err))
-		}
-	}
-	s.python = python
-	if s.launcher, err = bootstrap.Prepare(python); err != nil {
+	if python, err = filepath.Abs(python); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
+	s.python = python
 	if n := c.RunAs.size(); n > 1 {
 		s.ids = make(chan uint32, n)
 		for i := uint32(0); i < n; i++ {
@@ -100,6 +95,19 @@ func New(cfg Config) (*Sandbox, error) {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	if err := prepareTmpBase(c.TmpBase, s.hostUID); err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+	}
+	// Every run id must reach the interpreter and its run directories.
+	for i := uint32(0); i < c.RunAs.size(); i++ {
+		uid, gid := c.RunAs.UID+i, c.RunAs.GID+i
+		if err := checkExecutable(python, uid, gid); err != nil {
+			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, interpreterError(python, uid, err))
+		}
+		if err := checkSearchable(c.TmpBase, uid, gid); err != nil {
+			return nil, fmt.Errorf("%w: tmp base %s cannot hold run directories for uid %d: %w", sandbox.ErrInvalidConfig, c.TmpBase, uid, err)
+		}
+	}
+	if s.launcher, err = bootstrap.Prepare(python); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
 	removeStale(c.TmpBase)
