@@ -161,16 +161,26 @@ func report(stderr io.Writer, err error) int {
 	return exitHostFault
 }
 
+// maxProgram bounds what psych run reads; the frame cap (16 MiB) bounds
+// what it can run.
+const maxProgram = 64 << 20
+
 func readProgram(name string, stdin io.Reader) (string, error) {
-	var b []byte
-	var err error
-	if name == "-" {
-		b, err = io.ReadAll(io.LimitReader(stdin, 64<<20))
-	} else {
-		b, err = os.ReadFile(name)
+	r := stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return "", fmt.Errorf("read program: %w", err)
+		}
+		defer f.Close()
+		r = f
 	}
+	b, err := io.ReadAll(io.LimitReader(r, maxProgram+1))
 	if err != nil {
 		return "", fmt.Errorf("read program: %w", err)
+	}
+	if len(b) > maxProgram {
+		return "", fmt.Errorf("read program: larger than %d bytes", maxProgram)
 	}
 	return string(b), nil
 }

@@ -25,6 +25,21 @@ func requireRoot(t *testing.T) {
 	}
 }
 
+// publicTempDir is a fresh directory that every user may enter (t.TempDir's
+// parent is 0700), removed after the test.
+func publicTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "psych-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func TestAttribute(t *testing.T) {
 	signaled := func(sig syscall.Signal) syscall.WaitStatus { return syscall.WaitStatus(sig) }
 	exited := func(code int) syscall.WaitStatus { return syscall.WaitStatus(code << 8) }
@@ -59,12 +74,7 @@ func TestCheckExecutable(t *testing.T) {
 	if err := checkExecutable(testPython(), nobodyID, nobodyID); err != nil {
 		t.Fatalf("nobody cannot run %s: %v", testPython(), err)
 	}
-	outer, err := os.MkdirTemp("", "psych-exec-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(outer) })
-	os.Chmod(outer, 0o755)
+	outer := publicTempDir(t)
 	private := filepath.Join(outer, "private")
 	if err := os.Mkdir(private, 0o700); err != nil {
 		t.Fatal(err)
@@ -74,7 +84,8 @@ func TestCheckExecutable(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The symlink resolves out of the private dir: fine.
-	if err := checkExecutable(link, nobodyID, nobodyID); err != nil {
+	err := checkExecutable(link, nobodyID, nobodyID)
+	if err != nil {
 		t.Errorf("a symlink to a public interpreter: %v", err)
 	}
 	copyPath := filepath.Join(private, "python-copy")
@@ -276,15 +287,10 @@ func TestCancelLeavesNothing(t *testing.T) {
 // write, is a configuration error at construction, not a failed first run.
 func TestTmpBaseChecks(t *testing.T) {
 	requireRoot(t)
-	outer, err := os.MkdirTemp("", "psych-base-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(outer) })
-	os.Chmod(outer, 0o755)
+	outer := publicTempDir(t)
 	closed := filepath.Join(outer, "closed")
 	os.Mkdir(closed, 0o700)
-	_, err = New(Config{PythonBin: testPython(), TmpBase: filepath.Join(closed, "runs")})
+	_, err := New(Config{PythonBin: testPython(), TmpBase: filepath.Join(closed, "runs")})
 	if !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "cannot search directory "+closed) {
 		t.Errorf("unreachable base: %v", err)
 	}
