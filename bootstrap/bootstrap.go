@@ -69,6 +69,12 @@
 // the frame cap is M", N being the frame's size); an oversized failure has
 // its message and traceback clipped. No frame it sends exceeds the cap.
 //
+// Start-up is paid by every execution, so the bootstrap imports only C
+// modules at start (JSON goes through _json), imports traceback and
+// linecache only to format a failure, and seeds linecache with the program's
+// source through a meta-path hook the moment anything imports it. Prepare
+// compiles it once per interpreter; Launcher passes the code object on argv.
+//
 // Python 3.8 or later, standard library only. On Python 3.14 and later the
 // default multiprocessing start method on Linux is forkserver, which cannot
 // find functions the program defines (the program has no file); such a

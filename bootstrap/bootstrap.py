@@ -215,7 +215,8 @@ class Host:
 
     def check_fd(self):
         # A program may close fd N and open something else on it: never write
-        # a frame into the program's own file.
+        # the result into the program's own file. (A binding call on such an
+        # fd fails on the garbage it reads back.)
         st = os.fstat(self.fd)
         if (st.st_dev, st.st_ino) != self.identity:
             raise OSError("the channel fd was closed by the program")
