@@ -105,15 +105,16 @@ class Reader:
     arrives in one system call, header and body together."""
 
     def __init__(self, fd):
-        self.fd, self.buf = fd, b""
+        self.fd, self.buf = fd, bytearray()
 
     def exact(self, n):
-        while len(self.buf) < n:
+        while len(self.buf) < n:  # a bytearray grows in place: a large frame costs linear time
             chunk = os.read(self.fd, max(n - len(self.buf), 1 << 16))
             if not chunk:
                 raise EOFError("the channel ended inside a frame" if self.buf else "the host closed the channel")
             self.buf += chunk
-        out, self.buf = self.buf[:n], self.buf[n:]
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
         return out
 
     def frame(self, cap):
