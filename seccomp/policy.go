@@ -1,0 +1,290 @@
+package seccomp
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"syscall"
+)
+
+// Policy is a syscall policy for native x86_64 processes, as a plain value.
+// The compiled filter decides each syscall by the first of these that
+// applies:
+//
+//  1. Another ABI (i386 through int 0x80, x32) gets BadArch.
+//  2. A number the filter has no name for (newer than its syscall table, or
+//     a hole in it) fails with UnknownErrno.
+//  3. A name in Override fails with that errno.
+//  4. A call that matches a Deny rule fails with DeniedErrno.
+//  5. A call that matches an Allow rule runs.
+//  6. Anything else fails with DeniedErrno.
+//
+// Rules are OR'd: a call matches a list when it matches any rule in it.
+// Names this libseccomp cannot resolve for x86_64 are skipped, which never
+// widens the policy: such a number falls under step 2 or does not exist.
+type Policy struct {
+	// DeniedErrno is returned by every syscall the filter knows but does not
+	// allow. Default: EPERM.
+	DeniedErrno syscall.Errno
+	// UnknownErrno is returned for syscall numbers the filter has no name
+	// for. Default: ENOSYS, so that glibc and CPython fall back to an older
+	// syscall as they would on an older kernel.
+	UnknownErrno syscall.Errno
+	// Override maps syscall names to the errno they always fail with,
+	// whatever Deny and Allow say.
+	Override map[string]syscall.Errno
+	// Deny lists carve-outs from otherwise allowed syscalls. Each rule must
+	// have conditions; an unconditional denial belongs in Override.
+	Deny []Rule
+	// Allow lists what runs.
+	Allow []Rule
+	// BadArch is what a syscall through another ABI gets: ActKillProcess,
+	// ActKillThread or ActTrap.
+	BadArch Action
+}
+
+// Rule matches calls to any of Names for which every Cond holds. A rule
+// without Conds matches every call to its names.
+type Rule struct {
+	Names []string
+	// Conds are AND'd. At most one Cond per argument (a libseccomp limit):
+	// write a second comparison of the same argument as a second Rule.
+	Conds []Cond
+	// Comment says where the rule comes from or why it exists.
+	Comment string
+}
+
+// Op is how a Cond compares a syscall argument.
+type Op uint8
+
+// Comparison operators. All compare the full 64-bit argument register,
+// unsigned.
+const (
+	OpEqual Op = iota + 1
+	OpNotEqual
+	OpLess
+	OpLessOrEqual
+	OpGreater
+	OpGreaterOrEqual
+	// OpMaskedEqual holds when arg&Mask == Value. With Mask 0xffffffff it
+	// compares only the low 32 bits, which is what the kernel reads of an
+	// int or unsigned int argument.
+	OpMaskedEqual
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpEqual:
+		return "=="
+	case OpNotEqual:
+		return "!="
+	case OpLess:
+		return "<"
+	case OpLessOrEqual:
+		return "<="
+	case OpGreater:
+		return ">"
+	case OpGreaterOrEqual:
+		return ">="
+	case OpMaskedEqual:
+		return "&mask=="
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// Cond compares syscall argument Arg (0 to 5) with Value.
+type Cond struct {
+	Arg   uint
+	Op    Op
+	Value uint64
+	// Mask is used by OpMaskedEqual only.
+	Mask uint64
+}
+
+// maxErrno is the largest errno the kernel passes back (MAX_ERRNO).
+const maxErrno = 4095
+
+// Validate reports the first reason the policy cannot be compiled as
+// written, wrapped around ErrInvalidPolicy.
+func (p *Policy) Validate() error {
+	for _, check := range []func() error{
+		p.checkErrnos,
+		p.checkBadArch,
+		func() error { return checkRules("deny", p.Deny, true) },
+		func() error { return checkRules("allow", p.Allow, false) },
+	} {
+		if err := check(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
+		}
+	}
+	return nil
+}
+
+func checkErrno(what string, e syscall.Errno) error {
+	// Errno 0 would make a refused syscall report success without running.
+	if e == 0 || e > maxErrno {
+		return fmt.Errorf("%s: errno %d not in 1..%d", what, int(e), maxErrno)
+	}
+	return nil
+}
+
+func (p *Policy) checkErrnos() error {
+	if err := checkErrno("denied errno", p.DeniedErrno); err != nil {
+		return err
+	}
+	if err := checkErrno("unknown errno", p.UnknownErrno); err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.Override)) {
+		if name == "" {
+			return fmt.Errorf("override: empty syscall name")
+		}
+		if err := checkErrno("override "+name, p.Override[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Policy) checkBadArch() error {
+	switch p.BadArch {
+	case ActKillProcess, ActKillThread, ActTrap:
+		return nil
+	}
+	return fmt.Errorf("bad-arch action %s: want kill_process, kill_thread or trap", p.BadArch)
+}
+
+func checkRules(list string, rules []Rule, needConds bool) error {
+	for i, r := range rules {
+		where := fmt.Sprintf("%s rule %d %v", list, i, r.Names)
+		if len(r.Names) == 0 {
+			return fmt.Errorf("%s: no syscall names", where)
+		}
+		if slices.Contains(r.Names, "") {
+			return fmt.Errorf("%s: empty syscall name", where)
+		}
+		if needConds && len(r.Conds) == 0 {
+			return fmt.Errorf("%s: no conditions (use Override to deny a syscall outright)", where)
+		}
+		var seen [6]bool
+		for _, c := range r.Conds {
+			if c.Arg > 5 {
+				return fmt.Errorf("%s: argument %d out of range 0..5", where, c.Arg)
+			}
+			if seen[c.Arg] {
+				return fmt.Errorf("%s: argument %d compared twice", where, c.Arg)
+			}
+			seen[c.Arg] = true
+			if c.Op < OpEqual || c.Op > OpMaskedEqual {
+				return fmt.Errorf("%s: unknown operator %d", where, uint8(c.Op))
+			}
+			if c.Op == OpMaskedEqual && c.Value&^c.Mask != 0 {
+				return fmt.Errorf("%s: value %#x has bits outside mask %#x and never matches", where, c.Value, c.Mask)
+			}
+		}
+	}
+	return nil
+}
+
+// Linux UAPI numbers used by Default, spelled out so that this file builds
+// on every platform. A test checks them against golang.org/x/sys/unix.
+const (
+	linuxEPERM  syscall.Errno = 1
+	linuxENOSYS syscall.Errno = 38
+
+	afUnix       = 1
+	afInet       = 2
+	afInet6      = 10
+	afNetlink    = 16
+	netlinkRoute = 0
+	tiocsti      = 0x5412
+	tioclinux    = 0x541c
+	lowWord      = 0xffffffff
+)
+
+// alwaysDenied are refused with EPERM whatever any allow list says: they
+// reach across the sandbox's boundaries (mounts, namespaces, other
+// processes' memory, the kernel's keyring, module and BPF loading, io_uring,
+// file handles that bypass the mount view) or change the whole machine.
+var alwaysDenied = []string{
+	"mount", "umount2", "pivot_root", "chroot",
+	"fsopen", "fsconfig", "fsmount", "fspick", "open_tree", "move_mount", "mount_setattr",
+	"unshare", "setns",
+	"ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp", "pidfd_getfd",
+	"bpf", "perf_event_open", "userfaultfd",
+	"keyctl", "add_key", "request_key",
+	"io_uring_setup", "io_uring_enter", "io_uring_register",
+	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+	"reboot", "swapon", "swapoff",
+	"open_by_handle_at", "name_to_handle_at",
+	"modify_ldt",
+}
+
+// replaced are Docker's rules psych drops in favour of its own.
+var replaced = []string{"socket", "socketpair"}
+
+// Default returns psych's policy: Docker's default profile as it applies to
+// an unprivileged x86_64 process, tightened. See the package documentation
+// for what it allows and refuses, and why.
+func Default() *Policy {
+	p := &Policy{
+		DeniedErrno:  linuxEPERM,
+		UnknownErrno: linuxENOSYS,
+		Override:     map[string]syscall.Errno{},
+		BadArch:      ActKillProcess,
+	}
+	dockerAllow, dockerOverride := dockerProfile()
+	maps.Copy(p.Override, dockerOverride)
+	// Without clone3 glibc and CPython fall back to clone, whose flags the
+	// filter can read; clone3 passes them behind a pointer.
+	p.Override["clone3"] = linuxENOSYS
+	for _, name := range alwaysDenied {
+		p.Override[name] = linuxEPERM
+	}
+
+	p.Deny = []Rule{
+		{
+			Names:   []string{"ioctl"},
+			Conds:   []Cond{{Arg: 1, Op: OpMaskedEqual, Mask: lowWord, Value: tiocsti}},
+			Comment: "TIOCSTI pushes input into a terminal another process reads",
+		},
+		{
+			Names:   []string{"ioctl"},
+			Conds:   []Cond{{Arg: 1, Op: OpMaskedEqual, Mask: lowWord, Value: tioclinux}},
+			Comment: "TIOCLINUX can paste the console selection into a terminal",
+		},
+	}
+
+	for _, r := range dockerAllow {
+		r.Names = slices.DeleteFunc(slices.Clone(r.Names), func(n string) bool {
+			_, over := p.Override[n]
+			return over || slices.Contains(replaced, n)
+		})
+		if len(r.Names) > 0 {
+			p.Allow = append(p.Allow, r)
+		}
+	}
+	for _, af := range []uint64{afUnix, afInet, afInet6} {
+		p.Allow = append(p.Allow, Rule{
+			Names:   []string{"socket"},
+			Conds:   []Cond{{Arg: 0, Op: OpEqual, Value: af}},
+			Comment: "psych: socket domains AF_UNIX, AF_INET, AF_INET6",
+		})
+	}
+	p.Allow = append(p.Allow,
+		Rule{
+			Names: []string{"socket"},
+			Conds: []Cond{
+				{Arg: 0, Op: OpEqual, Value: afNetlink},
+				{Arg: 2, Op: OpEqual, Value: netlinkRoute},
+			},
+			Comment: "psych: AF_NETLINK with NETLINK_ROUTE only (getaddrinfo, if_nameindex)",
+		},
+		Rule{
+			Names:   []string{"socketpair"},
+			Conds:   []Cond{{Arg: 0, Op: OpEqual, Value: afUnix}},
+			Comment: "psych: socketpair AF_UNIX only",
+		},
+	)
+	return p
+}
