@@ -1,0 +1,170 @@
+package reexec
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/psych-runtime/psych/nsexec"
+)
+
+// Plan is what the init carries out, in nsexec.h's fixed order. The host
+// computes every decision; the init only executes it.
+type Plan struct {
+	// OuterUID and OuterGID are the host-side ids of the whole tree. Never 0.
+	OuterUID, OuterGID uint32
+	// InnerUID and InnerGID are the ids the init drops to before exec: the
+	// mapped ids inside the user namespace, or the outer ids without one.
+	InnerUID, InnerGID uint32
+	// Namespaces are CLONE_NEW* flags. With CLONE_NEWUSER the host writes
+	// the maps (Options.UIDMap, GIDMap) before the rest are unshared.
+	// CLONE_NEWPID makes the init pid 1. Zero: no namespaces.
+	Namespaces uintptr
+	Hostname   string
+	// Root is an empty host directory the new root tmpfs is mounted on,
+	// with RootData as its options. Empty: no mount plan at all.
+	Root, RootData string
+	Mounts         []Mount
+	// Cwd is the working directory, inside the new root.
+	Cwd     string
+	Rlimits []Rlimit
+	// Seccomp is the BPF program (struct sock_filter[]); nil loads none.
+	Seccomp []byte
+	Exe     string
+	Args    []string
+	Env     []string
+}
+
+// MountKind is one step of the mount plan.
+type MountKind uint16
+
+// Mount kinds.
+const (
+	Mkdir   MountKind = nsexec.MountMkdir
+	Symlink MountKind = nsexec.MountSymlink
+	File    MountKind = nsexec.MountFile
+	Bind    MountKind = nsexec.MountBind
+	Tmpfs   MountKind = nsexec.MountTmpfs
+	Proc    MountKind = nsexec.MountProc
+)
+
+// Mount is one step of the mount plan. Target is absolute inside the new
+// root.
+type Mount struct {
+	Kind MountKind
+	// Tree is an open_tree(OPEN_TREE_CLONE) fd the host made (Bind). Nil:
+	// the init clones Source itself, which needs it to reach Source.
+	Tree *os.File
+	// Source is the bind source, or a symlink's content.
+	Source string
+	Target string
+	// Attr is the MOUNT_ATTR_* set on a bind (and NOEXEC on a tmpfs).
+	Attr      uint64
+	Recursive bool
+	Mode      uint32
+	// Data is a file's content or a tmpfs's options.
+	Data []byte
+}
+
+// Rlimit is one resource limit; the init only ever lowers.
+type Rlimit struct {
+	Resource   int
+	Soft, Hard uint64
+}
+
+// encode writes the plan in nsexec.h's format and returns the tree files in
+// the order their fd numbers (from nsexec.FDTrees) were assigned.
+func (p *Plan) encode() ([]byte, []*os.File, error) {
+	if p.OuterUID == 0 || p.OuterGID == 0 {
+		return nil, nil, fmt.Errorf("plan: outer ids %d:%d: %w", p.OuterUID, p.OuterGID, ErrInvalidPlan)
+	}
+	if p.Exe == "" || len(p.Args) == 0 {
+		return nil, nil, fmt.Errorf("plan: no interpreter: %w", ErrInvalidPlan)
+	}
+	if len(p.Mounts) > 0 && (p.Root == "" || p.RootData == "") {
+		return nil, nil, fmt.Errorf("plan: mounts without a root: %w", ErrInvalidPlan)
+	}
+	if len(p.Seccomp)%8 != 0 {
+		return nil, nil, fmt.Errorf("plan: seccomp program of %d bytes: %w", len(p.Seccomp), ErrInvalidPlan)
+	}
+	var e encoder
+	e.b = binary.NativeEndian.AppendUint32(e.b, nsexec.PlanMagic)
+	e.b = binary.NativeEndian.AppendUint32(e.b, nsexec.PlanVersion)
+	e.ids(nsexec.TagOuterIDs, p.OuterUID, p.OuterGID)
+	e.ids(nsexec.TagInnerIDs, p.InnerUID, p.InnerGID)
+	e.record(nsexec.TagNamespaces, binary.NativeEndian.AppendUint64(nil, uint64(p.Namespaces)))
+	e.str(nsexec.TagHostname, p.Hostname)
+	e.str(nsexec.TagRoot, p.Root)
+	e.str(nsexec.TagRootData, p.RootData)
+	var trees []*os.File
+	for _, m := range p.Mounts {
+		if !strings.HasPrefix(m.Target, "/") || strings.Contains(m.Target, "/../") || strings.HasSuffix(m.Target, "/..") {
+			return nil, nil, fmt.Errorf("plan: mount target %q: %w", m.Target, ErrInvalidPlan)
+		}
+		fd := int32(-1)
+		if m.Tree != nil {
+			fd = int32(nsexec.FDTrees + len(trees))
+			trees = append(trees, m.Tree)
+		}
+		var flags uint16
+		if m.Recursive {
+			flags |= nsexec.MountRecursive
+		}
+		v := binary.NativeEndian.AppendUint16(nil, uint16(m.Kind))
+		v = binary.NativeEndian.AppendUint16(v, flags)
+		v = binary.NativeEndian.AppendUint32(v, uint32(fd))
+		v = binary.NativeEndian.AppendUint64(v, m.Attr)
+		v = binary.NativeEndian.AppendUint32(v, m.Mode)
+		for _, s := range [][]byte{[]byte(m.Source), []byte(m.Target), m.Data} {
+			v = binary.NativeEndian.AppendUint32(v, uint32(len(s)))
+			v = append(v, s...)
+		}
+		e.record(nsexec.TagMount, v)
+	}
+	e.str(nsexec.TagCwd, p.Cwd)
+	for _, r := range p.Rlimits {
+		v := binary.NativeEndian.AppendUint32(nil, uint32(r.Resource))
+		v = binary.NativeEndian.AppendUint64(v, r.Soft)
+		v = binary.NativeEndian.AppendUint64(v, r.Hard)
+		e.record(nsexec.TagRlimit, v)
+	}
+	if len(p.Seccomp) > 0 {
+		e.record(nsexec.TagSeccomp, p.Seccomp)
+	}
+	e.str(nsexec.TagExe, p.Exe)
+	for _, a := range p.Args {
+		e.record(nsexec.TagArg, []byte(a))
+	}
+	for _, v := range p.Env {
+		e.record(nsexec.TagEnv, []byte(v))
+	}
+	if e.items > nsexec.PlanMaxItems || len(e.b) > nsexec.PlanMax {
+		return nil, nil, fmt.Errorf("plan: %d records, %d bytes: %w", e.items, len(e.b), ErrInvalidPlan)
+	}
+	return e.b, trees, nil
+}
+
+type encoder struct {
+	b     []byte
+	items int
+}
+
+func (e *encoder) record(tag uint16, v []byte) {
+	e.b = binary.NativeEndian.AppendUint16(e.b, tag)
+	e.b = binary.NativeEndian.AppendUint16(e.b, 0)
+	e.b = binary.NativeEndian.AppendUint32(e.b, uint32(len(v)))
+	e.b = append(e.b, v...)
+	e.items++
+}
+
+func (e *encoder) str(tag uint16, s string) {
+	if s != "" {
+		e.record(tag, []byte(s))
+	}
+}
+
+func (e *encoder) ids(tag uint16, uid, gid uint32) {
+	v := binary.NativeEndian.AppendUint32(nil, uid)
+	e.record(tag, binary.NativeEndian.AppendUint32(v, gid))
+}

@@ -1,0 +1,439 @@
+package reexec
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/psych-runtime/psych/nsexec"
+)
+
+// Options describe one start of the init.
+type Options struct {
+	Plan *Plan
+	// Stdout and Stderr become the interpreter's fds 1 and 2.
+	Stdout, Stderr *os.File
+	// Wire is the program's channel; the interpreter gets it as fd 3.
+	Wire *os.File
+	// CgroupFD is a unified cgroup directory the first process is cloned
+	// into (CLONE_INTO_CGROUP); -1 for none.
+	CgroupFD int
+	// UIDMap and GIDMap are written for the user namespace, in
+	// /proc/PID/uid_map syntax ("inside outside count").
+	UIDMap, GIDMap string
+	// Ready runs after the init exists and before the go-ahead, with the
+	// init's pid and, when it made a network namespace, a NETLINK_ROUTE
+	// socket opened inside it (nil otherwise; closed after Ready). An error
+	// aborts the start.
+	Ready func(initPID int, netlink *os.File) error
+	// Timeout bounds the whole setup. Zero: 10 s.
+	Timeout time.Duration
+}
+
+// Process is a started init with its interpreter running.
+type Process struct {
+	// InitPID is the init's pid in the host's pid namespace.
+	InitPID int
+	// InterpPID is the interpreter's pid in the host's pid namespace; 0
+	// if it had already gone when the host looked.
+	InterpPID int
+	// PGID is the process group (and session) the tree started in.
+	PGID  int
+	pidfd int
+	sync      *net.UnixConn
+	done      bool
+}
+
+// Exit is how the run ended.
+type Exit struct {
+	// Status is the interpreter's wait status, as the init reported it.
+	// When the init died without a report (it was killed, so the whole
+	// namespace was), Status says SIGKILL and Reported is false.
+	Status   syscall.WaitStatus
+	Reported bool
+	// Init is the init's own wait status and Rusage its resource usage,
+	// which includes every process it reaped.
+	Init   syscall.WaitStatus
+	Rusage unix.Rusage
+}
+
+// Probe reports whether a process with the given outer ids can create a
+// user namespace here. It starts the init in probe mode.
+func Probe(uid, gid uint32) (bool, error) {
+	p := &Plan{OuterUID: uid, OuterGID: gid, InnerUID: uid, InnerGID: gid, Exe: "/", Args: []string{"probe"}}
+	planFile, _, err := planMemfd(p)
+	if err != nil {
+		return false, err
+	}
+	defer planFile.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return false, err
+	}
+	defer null.Close()
+	cmd := command(nsexec.MarkerProbe, []*os.File{null, null, planFile}, -1)
+	err = cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &ee) && ee.ExitCode() == nsexec.ExitNoUserns:
+		return false, nil
+	default:
+		return false, fmt.Errorf("probe user namespaces: %w", err)
+	}
+}
+
+func command(marker string, extra []*os.File, cgroupFD int) *exec.Cmd {
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{"psych-init"},
+		Env:        []string{nsexec.Marker + "=" + marker},
+		ExtraFiles: extra,
+		SysProcAttr: &syscall.SysProcAttr{
+			Setsid:    true,
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	if cgroupFD >= 0 {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = cgroupFD
+	}
+	return cmd
+}
+
+func planMemfd(p *Plan) (*os.File, []*os.File, error) {
+	b, trees, err := p.encode()
+	if err != nil {
+		return nil, nil, err
+	}
+	fd, err := unix.MemfdCreate("psych-plan", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, nil, os.NewSyscallError("memfd_create", err)
+	}
+	f := os.NewFile(uintptr(fd), "psych-plan")
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("write plan: %w", err)
+	}
+	seals := unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+		f.Close()
+		return nil, nil, os.NewSyscallError("seal plan", err)
+	}
+	return f, trees, nil
+}
+
+// Start runs the plan: it starts the init, writes the maps, hands the
+// netlink socket to Ready, sends the go-ahead and returns once the
+// interpreter was exec'd. An init that fails reports an *InitError. On any
+// error nothing of the run is left: the init is killed and reaped.
+func Start(o *Options) (_ *Process, retErr error) {
+	planFile, trees, err := planMemfd(o.Plan)
+	if err != nil {
+		return nil, err
+	}
+	defer planFile.Close()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("sync socketpair", err)
+	}
+	hostEnd := os.NewFile(uintptr(fds[0]), "psych-sync")
+	childEnd := os.NewFile(uintptr(fds[1]), "psych-sync-child")
+	c, err := net.FileConn(hostEnd)
+	hostEnd.Close()
+	if err != nil {
+		childEnd.Close()
+		return nil, fmt.Errorf("sync conn: %w", err)
+	}
+	p := &Process{sync: c.(*net.UnixConn), pidfd: -1}
+	defer func() {
+		if retErr != nil {
+			p.Kill()
+			p.reap()
+		}
+	}()
+
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		childEnd.Close()
+		return nil, err
+	}
+	defer null.Close()
+	extra := append([]*os.File{childEnd, o.Wire, planFile}, trees...)
+	cmd := command(nsexec.MarkerInit, extra, o.CgroupFD)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, o.Stdout, o.Stderr
+	err = cmd.Start()
+	childEnd.Close()
+	if err != nil {
+		return nil, fmt.Errorf("start init: %w", err)
+	}
+	p.PGID = cmd.Process.Pid
+	// P exits on its own after reporting; reap it on every path.
+	pWaited := false
+	waitP := func() error {
+		if pWaited {
+			return nil
+		}
+		pWaited = true
+		return cmd.Wait()
+	}
+	defer func() {
+		if retErr != nil && !pWaited {
+			cmd.Process.Kill()
+			waitP()
+		}
+	}()
+	timeout := o.Timeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	p.sync.SetDeadline(time.Now().Add(timeout))
+
+	m, fd, err := p.recv()
+	if err != nil {
+		return nil, err
+	}
+	if m.typ == nsexec.SyncUserns {
+		if err := writeMaps(cmd.Process.Pid, o.UIDMap, o.GIDMap); err != nil {
+			return nil, err
+		}
+		if err := p.send(nsexec.SyncMapped); err != nil {
+			return nil, err
+		}
+		if m, fd, err = p.recv(); err != nil {
+			return nil, err
+		}
+	}
+	if m.typ != nsexec.SyncPID || m.a <= 0 {
+		return nil, fmt.Errorf("want the init's pid, got message %d: %w", m.typ, ErrProtocol)
+	}
+	p.InitPID = int(m.a)
+	// The init is this process's child (CLONE_PARENT) and cannot have been
+	// reaped by anyone else, so the pid is still its own.
+	if p.pidfd, err = unix.PidfdOpen(p.InitPID, 0); err != nil {
+		return nil, os.NewSyscallError("pidfd_open init", err)
+	}
+	if err := waitP(); err != nil {
+		return nil, fmt.Errorf("first process: %w", err)
+	}
+	if m, fd, err = p.recv(); err != nil {
+		return nil, err
+	}
+	var netlink *os.File
+	if fd >= 0 {
+		netlink = os.NewFile(uintptr(fd), "psych-netlink")
+	}
+	if m.typ != nsexec.SyncReady {
+		netlink.Close()
+		return nil, fmt.Errorf("want ready, got message %d: %w", m.typ, ErrProtocol)
+	}
+	if o.Ready != nil {
+		err = o.Ready(p.InitPID, netlink)
+	}
+	netlink.Close()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.send(nsexec.SyncGo); err != nil {
+		return nil, err
+	}
+	if m, _, err = p.recv(); err != nil {
+		return nil, err
+	}
+	if m.typ != nsexec.SyncExec {
+		return nil, fmt.Errorf("want exec, got message %d: %w", m.typ, ErrProtocol)
+	}
+	p.InterpPID = childPID(p.InitPID)
+	p.sync.SetDeadline(time.Time{})
+	return p, nil
+}
+
+type msg struct {
+	typ  uint32
+	a, b int32
+	text string
+}
+
+// recv reads one message; an error report becomes an *InitError, and EOF
+// (the init died without one) an error naming that.
+func (p *Process) recv() (msg, int, error) {
+	buf := make([]byte, nsexec.SyncSize)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := p.sync.ReadMsgUnix(buf, oob)
+	fd := -1
+	if err == nil && oobn > 0 {
+		if cms, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
+			for _, cm := range cms {
+				if fds, rerr := unix.ParseUnixRights(&cm); rerr == nil {
+					for _, f := range fds {
+						if fd < 0 {
+							fd = f
+						} else {
+							unix.Close(f)
+						}
+					}
+				}
+			}
+		}
+	}
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return msg{}, -1, ErrSetupTimeout
+	case err != nil:
+		return msg{}, -1, fmt.Errorf("read init sync: %w", err)
+	case n == 0:
+		return msg{}, -1, fmt.Errorf("the init exited during setup without a report: %w", ErrProtocol)
+	case n != nsexec.SyncSize:
+		closeFD(fd)
+		return msg{}, -1, fmt.Errorf("sync message of %d bytes: %w", n, ErrProtocol)
+	}
+	m := msg{
+		typ: binary.NativeEndian.Uint32(buf[0:]),
+		a:   int32(binary.NativeEndian.Uint32(buf[4:])),
+		b:   int32(binary.NativeEndian.Uint32(buf[8:])),
+	}
+	text := buf[12:]
+	if i := bytes.IndexByte(text, 0); i >= 0 {
+		text = text[:i]
+	}
+	m.text = string(text)
+	if m.typ == nsexec.SyncError {
+		closeFD(fd)
+		step := nsexec.Steps[int(m.a)]
+		if step == "" {
+			step = "step " + strconv.Itoa(int(m.a))
+		}
+		return msg{}, -1, &InitError{Step: step, Errno: syscall.Errno(m.b), Message: m.text}
+	}
+	return m, fd, nil
+}
+
+func closeFD(fd int) {
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+}
+
+func (p *Process) send(typ uint32) error {
+	buf := make([]byte, nsexec.SyncSize)
+	binary.NativeEndian.PutUint32(buf, typ)
+	if _, err := p.sync.Write(buf); err != nil {
+		return fmt.Errorf("write init sync: %w", err)
+	}
+	return nil
+}
+
+// writeMaps writes the user namespace's maps; setgroups is denied first,
+// which an unprivileged host needs and a privileged one wants anyway.
+func writeMaps(pid int, uidMap, gidMap string) error {
+	for _, w := range []struct{ file, data string }{
+		{"setgroups", "deny"}, {"uid_map", uidMap}, {"gid_map", gidMap},
+	} {
+		path := fmt.Sprintf("/proc/%d/%s", pid, w.file)
+		if err := os.WriteFile(path, []byte(w.data), 0); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// childPID finds the init's only child, the interpreter, in the host's pid
+// namespace.
+func childPID(initPID int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", initPID, initPID))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	pid, _ := strconv.Atoi(f[0])
+	return pid
+}
+
+// Kill sends SIGKILL to the init. Everything in its pid namespace dies with
+// it. A process that has already exited counts as success.
+func (p *Process) Kill() error {
+	if p.pidfd < 0 || p.done {
+		return nil
+	}
+	if err := unix.PidfdSendSignal(p.pidfd, unix.SIGKILL, nil, 0); err != nil && err != unix.ESRCH {
+		return os.NewSyscallError("pidfd_send_signal", err)
+	}
+	return nil
+}
+
+// Wait blocks until the init has exited and reaps it. It returns the
+// interpreter's status as the init reported it.
+func (p *Process) Wait() (Exit, error) {
+	var ex Exit
+	for {
+		m, fd, err := p.recv()
+		closeFD(fd)
+		if err != nil {
+			break // EOF: the init is gone
+		}
+		if m.typ == nsexec.SyncExit {
+			ex.Status, ex.Reported = syscall.WaitStatus(m.a), true
+		}
+	}
+	st, ru, err := p.reap()
+	ex.Init, ex.Rusage = st, ru
+	if !ex.Reported {
+		ex.Status = syscall.WaitStatus(syscall.SIGKILL)
+	}
+	return ex, err
+}
+
+// reap waits for the init to exit and closes everything. Idempotent.
+func (p *Process) reap() (syscall.WaitStatus, unix.Rusage, error) {
+	var ru unix.Rusage
+	if p.done {
+		return 0, ru, nil
+	}
+	p.done = true
+	p.sync.Close()
+	if p.pidfd < 0 {
+		return 0, ru, nil
+	}
+	defer unix.Close(p.pidfd)
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PIDFD, p.pidfd, &info, unix.WEXITED, &ru)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, ru, os.NewSyscallError("waitid init", err)
+		}
+		break
+	}
+	return siginfoStatus(&info), ru, nil
+}
+
+// siginfoStatus turns waitid's report into a wait status.
+func siginfoStatus(info *unix.Siginfo) syscall.WaitStatus {
+	// struct siginfo: si_signo, si_errno, si_code, pad, then for SIGCHLD
+	// si_pid, si_uid, si_status.
+	raw := (*[128]byte)(unsafe.Pointer(info))
+	code := int32(binary.NativeEndian.Uint32(raw[8:]))
+	status := int32(binary.NativeEndian.Uint32(raw[24:]))
+	const cldExited = 1
+	if code == cldExited {
+		return syscall.WaitStatus(status&0xff) << 8
+	}
+	return syscall.WaitStatus(status & 0x7f)
+}

@@ -1,0 +1,216 @@
+package reexec
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/psych-runtime/psych/nsexec"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("PSYCH_REEXEC_TEST_PLAIN") != "" {
+		fmt.Print("plain main ran")
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// A binary that links nsexec runs normally without the marker, and refuses
+// to start at all with a marker value it does not know.
+func TestWithoutMarker(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "PSYCH_REEXEC_TEST_PLAIN=1")
+	out, err := cmd.Output()
+	if err != nil || string(out) != "plain main ran" {
+		t.Fatalf("without the marker: %q, %v", out, err)
+	}
+	cmd = exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "PSYCH_REEXEC_TEST_PLAIN=1", nsexec.Marker+"=bogus")
+	out, err = cmd.Output()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != nsexec.ExitSetup || len(out) > 0 {
+		t.Fatalf("with an unknown marker: %q, %v; want exit %d before main", out, err, nsexec.ExitSetup)
+	}
+}
+
+func TestPlanRefuses(t *testing.T) {
+	ok := Plan{OuterUID: 1, OuterGID: 1, Exe: "/x", Args: []string{"x"}}
+	for name, mut := range map[string]func(*Plan){
+		"outer uid 0":         func(p *Plan) { p.OuterUID = 0 },
+		"outer gid 0":         func(p *Plan) { p.OuterGID = 0 },
+		"no exe":              func(p *Plan) { p.Exe = "" },
+		"no args":             func(p *Plan) { p.Args = nil },
+		"mounts without root": func(p *Plan) { p.Mounts = []Mount{{Kind: Mkdir, Target: "/x"}} },
+		"relative target":     func(p *Plan) { p.Root, p.RootData = "/r", "size=1m"; p.Mounts = []Mount{{Kind: Mkdir, Target: "x"}} },
+		"dotdot target": func(p *Plan) {
+			p.Root, p.RootData = "/r", "size=1m"
+			p.Mounts = []Mount{{Kind: Mkdir, Target: "/a/../.."}}
+		},
+		"odd seccomp":      func(p *Plan) { p.Seccomp = make([]byte, 7) },
+		"too many records": func(p *Plan) { p.Env = make([]string, nsexec.PlanMaxItems) },
+	} {
+		p := ok
+		mut(&p)
+		if _, _, err := p.encode(); !errors.Is(err, ErrInvalidPlan) {
+			t.Errorf("%s: %v, want ErrInvalidPlan", name, err)
+		}
+	}
+	if _, _, err := ok.encode(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPlanEncoding(t *testing.T) {
+	tree, err := os.Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	p := Plan{OuterUID: 7, OuterGID: 8, InnerUID: 9, InnerGID: 10, Exe: "/bin/x", Args: []string{"x"},
+		Root: "/r", RootData: "size=1m",
+		Mounts: []Mount{{Kind: Bind, Tree: tree, Target: "/a", Attr: 3, Recursive: true}, {Kind: File, Target: "/f", Mode: 0o444, Data: []byte("hi")}}}
+	b, trees, err := p.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(trees) != 1 || trees[0] != tree {
+		t.Fatalf("trees %v", trees)
+	}
+	if string(b[:4]) != "PSYP" {
+		t.Fatalf("magic %q", b[:4])
+	}
+	// Walk the records: every length must land exactly on the end.
+	tags := map[uint16]int{}
+	for off := 8; off < len(b); {
+		if off+8 > len(b) {
+			t.Fatalf("truncated record header at %d", off)
+		}
+		tag := uint16(b[off]) | uint16(b[off+1])<<8
+		n := int(uint32(b[off+4]) | uint32(b[off+5])<<8 | uint32(b[off+6])<<16 | uint32(b[off+7])<<24)
+		tags[tag]++
+		off += 8 + n
+		if off > len(b) {
+			t.Fatalf("record %d overruns the plan", tag)
+		}
+	}
+	if tags[nsexec.TagMount] != 2 || tags[nsexec.TagOuterIDs] != 1 || tags[nsexec.TagExe] != 1 || tags[nsexec.TagArg] != 1 {
+		t.Fatalf("records %v", tags)
+	}
+}
+
+// startPlan runs p and returns what the interpreter printed and the error.
+func startPlan(t *testing.T, p *Plan, ns bool) (string, Exit, error) {
+	t.Helper()
+	outR, outW, _ := os.Pipe()
+	wr, ww, _ := os.Pipe()
+	defer ww.Close()
+	defer outR.Close()
+	o := &Options{Plan: p, Stdout: outW, Stderr: outW, Wire: wr, CgroupFD: -1}
+	if ns {
+		o.UIDMap = fmt.Sprintf("%d %d 1", p.InnerUID, p.OuterUID)
+		o.GIDMap = fmt.Sprintf("%d %d 1", p.InnerGID, p.OuterGID)
+	}
+	proc, err := Start(o)
+	outW.Close()
+	wr.Close()
+	if err != nil {
+		return "", Exit{}, err
+	}
+	out, _ := io.ReadAll(outR)
+	ex, err := proc.Wait()
+	return string(out), ex, err
+}
+
+func runIDs() (uint32, uint32) {
+	if os.Geteuid() == 0 {
+		return 65534, 65534
+	}
+	return uint32(os.Geteuid()), uint32(os.Getegid())
+}
+
+// reachableDir is an empty directory the run uid can reach and mount on.
+func reachableDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestStartNamespaces(t *testing.T) {
+	uid, gid := runIDs()
+	root := reachableDir(t)
+	p := &Plan{
+		OuterUID: uid, OuterGID: gid, InnerUID: 1000, InnerGID: 1000,
+		Namespaces: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS,
+		Hostname:   "planned", Root: root, RootData: "size=1m,mode=0755",
+		Mounts: []Mount{
+			{Kind: Bind, Source: "/usr", Target: "/usr", Attr: unix.MOUNT_ATTR_RDONLY, Recursive: true},
+			{Kind: Symlink, Source: "usr/lib", Target: "/lib"},
+			{Kind: Symlink, Source: "usr/lib64", Target: "/lib64"},
+			{Kind: Mkdir, Target: "/etc", Mode: 0o755},
+			{Kind: File, Target: "/etc/motd", Mode: 0o444, Data: []byte("from the plan")},
+			{Kind: Proc, Target: "/proc"},
+		},
+		Cwd:  "/etc",
+		Exe:  "/usr/bin/python3",
+		Args: []string{"python3", "-I", "-S", "-c", "import os; print(os.getuid(), os.getpid(), os.uname().nodename, open('motd').read(), sorted(os.listdir('/')))"},
+	}
+	out, ex, err := startPlan(t, p, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "1000 2 planned from the plan ['etc', 'lib', 'lib64', 'proc', 'usr']\n"
+	if out != want || !ex.Reported || ex.Status.ExitStatus() != 0 {
+		t.Fatalf("got %q (exit %+v), want %q", out, ex, want)
+	}
+}
+
+func TestInitReportsFailure(t *testing.T) {
+	uid, gid := runIDs()
+	p := &Plan{OuterUID: uid, OuterGID: gid, InnerUID: uid, InnerGID: gid, Exe: "/nonexistent/python", Args: []string{"x"}}
+	_, _, err := startPlan(t, p, false)
+	var ie *InitError
+	if !errors.As(err, &ie) || ie.Step != "exec" || ie.Errno != syscall.ENOENT || !strings.Contains(ie.Message, "/nonexistent/python") {
+		t.Fatalf("exec of a missing interpreter: %v, want an InitError at exec with ENOENT", err)
+	}
+	root := reachableDir(t)
+	p = &Plan{OuterUID: uid, OuterGID: gid, InnerUID: 1000, InnerGID: 1000,
+		Namespaces: unix.CLONE_NEWUSER | unix.CLONE_NEWNS, Root: root, RootData: "size=1m",
+		Mounts: []Mount{{Kind: Bind, Source: "/nonexistent", Target: "/x"}},
+		Exe:    "/bin/true", Args: []string{"true"}}
+	_, _, err = startPlan(t, p, true)
+	if !errors.As(err, &ie) || ie.Step != "mounts" || ie.Errno != syscall.ENOENT {
+		t.Fatalf("bind of a missing tree: %v, want an InitError at mounts", err)
+	}
+}
+
+// A Ready error aborts the start and leaves nothing running.
+func TestReadyAborts(t *testing.T) {
+	uid, gid := runIDs()
+	var initPID int
+	p := &Plan{OuterUID: uid, OuterGID: gid, InnerUID: uid, InnerGID: gid, Exe: "/bin/sleep", Args: []string{"sleep", "60"}}
+	wr, ww, _ := os.Pipe()
+	defer ww.Close()
+	boom := errors.New("boom")
+	_, err := Start(&Options{Plan: p, Wire: wr, CgroupFD: -1, Ready: func(pid int, nl *os.File) error { initPID = pid; return boom }})
+	wr.Close()
+	if !errors.Is(err, boom) {
+		t.Fatalf("Start: %v, want the Ready error", err)
+	}
+	if err := unix.Kill(initPID, 0); err != unix.ESRCH {
+		t.Fatalf("the init %d outlived an aborted start: %v", initPID, err)
+	}
+}

@@ -1,0 +1,662 @@
+// The in-namespace init of psych's subprocess backend.
+//
+// A constructor that runs before the Go runtime. Without the marker variable
+// it returns at once. With it, this process carries out the plan the host
+// computed (internal/reexec documents the plan and the sync messages; this
+// file only decodes and executes them) and never returns to Go.
+//
+// Process tree: the host starts this binary (P) through Go's cheap vfork
+// path. P drops to the outer run ids, unshares the user namespace, waits for
+// the host to write its maps, unshares mount, net, ipc, uts, cgroup and pid,
+// then clones the init (C) with CLONE_PARENT, so that C is the host's child
+// and pid 1 of the new pid namespace. P reports C's pid and exits. C hands
+// the host a NETLINK_ROUTE socket from its network namespace, waits for the
+// go-ahead, builds the root, drops everything and forks the interpreter (I).
+// C stays as pid 1: it reaps, reports I's exit, and exits with it, which
+// kills whatever else is left in the namespace.
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <linux/netlink.h>
+
+#include "nsexec.h"
+
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#endif
+
+struct attr {
+	uint64_t set, clr, propagation, userns_fd;
+};
+
+struct mnt {
+	uint16_t kind, flags;
+	int32_t fd;
+	uint64_t attr;
+	uint32_t mode;
+	char *source, *target, *data;
+	uint32_t datalen;
+};
+
+struct rlim {
+	uint32_t resource;
+	uint64_t soft, hard;
+};
+
+struct plan {
+	uint32_t outer_uid, outer_gid, inner_uid, inner_gid;
+	uint64_t flags;
+	char *hostname, *root, *rootdata, *cwd, *exe;
+	struct mnt *mnts;
+	size_t nmnt;
+	struct rlim *rlims;
+	size_t nrlim;
+	char *seccomp;
+	size_t seccomplen;
+	char **argv, **envp;
+	size_t nargv, nenvp;
+};
+
+static int step;
+
+static void sendmsg_fd(uint32_t type, int32_t a, int32_t b, const char *text, int fd)
+{
+	struct psych_sync m;
+	memset(&m, 0, sizeof m);
+	m.type = type;
+	m.a = a;
+	m.b = b;
+	if (text)
+		strncpy(m.text, text, sizeof m.text - 1);
+	struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct msghdr h = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (fd >= 0) {
+		memset(cbuf, 0, sizeof cbuf);
+		h.msg_control = cbuf;
+		h.msg_controllen = sizeof cbuf;
+		struct cmsghdr *c = CMSG_FIRSTHDR(&h);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	while (sendmsg(PSYCH_FD_SYNC, &h, MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
+}
+
+static void say(uint32_t type, int32_t a) { sendmsg_fd(type, a, 0, NULL, -1); }
+
+// fail reports the failed step with errno and a message, then exits.
+__attribute__((noreturn, format(printf, 2, 3))) static void fail(int err, const char *fmt, ...)
+{
+	char text[sizeof(((struct psych_sync *)0)->text)];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	sendmsg_fd(PSYCH_SYNC_ERROR, step, err, text, -1);
+	_exit(PSYCH_EXIT_SETUP);
+}
+
+// await reads one message of the wanted type; EOF (the host is gone) or any
+// other message ends this process.
+static void await(uint32_t want)
+{
+	struct psych_sync m;
+	ssize_t n;
+	do
+		n = recv(PSYCH_FD_SYNC, &m, sizeof m, 0);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof m || m.type != want)
+		_exit(PSYCH_EXIT_SETUP);
+}
+
+// ---- plan decoding (format: internal/reexec/plan.go) ----
+
+struct rd {
+	const unsigned char *p, *end;
+};
+
+static int take(struct rd *r, void *dst, size_t n)
+{
+	if ((size_t)(r->end - r->p) < n)
+		return -1;
+	memcpy(dst, r->p, n);
+	r->p += n;
+	return 0;
+}
+
+static char *takestr(struct rd *r, uint32_t *lenp)
+{
+	uint32_t n;
+	if (take(r, &n, 4) < 0 || (size_t)(r->end - r->p) < n)
+		return NULL;
+	char *s = malloc((size_t)n + 1);
+	if (!s)
+		return NULL;
+	memcpy(s, r->p, n);
+	s[n] = 0;
+	r->p += n;
+	if (lenp)
+		*lenp = n;
+	return s;
+}
+
+static char *dupval(const unsigned char *v, uint32_t n)
+{
+	char *s = malloc((size_t)n + 1);
+	if (!s)
+		fail(ENOMEM, "plan: out of memory");
+	memcpy(s, v, n);
+	s[n] = 0;
+	return s;
+}
+
+static void *grow(void *p, size_t n, size_t size)
+{
+	if (n >= PSYCH_PLAN_MAX_ITEMS)
+		fail(E2BIG, "plan: too many items");
+	p = realloc(p, (n + 1) * size);
+	if (!p)
+		fail(ENOMEM, "plan: out of memory");
+	return p;
+}
+
+static void read_plan(struct plan *pl)
+{
+	struct stat st;
+	step = PSYCH_STEP_PLAN;
+	if (fstat(PSYCH_FD_PLAN, &st) < 0)
+		fail(errno, "plan: fstat");
+	if (st.st_size < 8 || st.st_size > PSYCH_PLAN_MAX)
+		fail(EINVAL, "plan: size %lld", (long long)st.st_size);
+	unsigned char *buf = malloc(st.st_size);
+	if (!buf)
+		fail(ENOMEM, "plan: out of memory");
+	size_t got = 0;
+	while (got < (size_t)st.st_size) {
+		ssize_t n = pread(PSYCH_FD_PLAN, buf + got, st.st_size - got, got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			fail(n < 0 ? errno : EIO, "plan: read");
+		got += n;
+	}
+	uint32_t magic, version;
+	memcpy(&magic, buf, 4);
+	memcpy(&version, buf + 4, 4);
+	if (magic != PSYCH_PLAN_MAGIC || version != PSYCH_PLAN_VERSION)
+		fail(EINVAL, "plan: bad magic or version %u", version);
+	memset(pl, 0, sizeof *pl);
+	pl->outer_uid = pl->outer_gid = pl->inner_uid = pl->inner_gid = (uint32_t)-1;
+	struct rd r = {buf + 8, buf + st.st_size};
+	while (r.p < r.end) {
+		uint16_t tag, pad;
+		uint32_t len;
+		if (take(&r, &tag, 2) < 0 || take(&r, &pad, 2) < 0 || take(&r, &len, 4) < 0 ||
+		    (size_t)(r.end - r.p) < len)
+			fail(EINVAL, "plan: truncated record");
+		const unsigned char *v = r.p;
+		struct rd sub = {v, v + len};
+		r.p += len;
+		switch (tag) {
+		case PSYCH_TAG_OUTER_IDS:
+			if (len != 8)
+				goto bad;
+			take(&sub, &pl->outer_uid, 4);
+			take(&sub, &pl->outer_gid, 4);
+			break;
+		case PSYCH_TAG_INNER_IDS:
+			if (len != 8)
+				goto bad;
+			take(&sub, &pl->inner_uid, 4);
+			take(&sub, &pl->inner_gid, 4);
+			break;
+		case PSYCH_TAG_NAMESPACES:
+			if (len != 8)
+				goto bad;
+			take(&sub, &pl->flags, 8);
+			break;
+		case PSYCH_TAG_HOSTNAME:
+			pl->hostname = dupval(v, len);
+			break;
+		case PSYCH_TAG_ROOT:
+			pl->root = dupval(v, len);
+			break;
+		case PSYCH_TAG_ROOT_DATA:
+			pl->rootdata = dupval(v, len);
+			break;
+		case PSYCH_TAG_CWD:
+			pl->cwd = dupval(v, len);
+			break;
+		case PSYCH_TAG_EXE:
+			pl->exe = dupval(v, len);
+			break;
+		case PSYCH_TAG_ARG:
+			pl->argv = grow(pl->argv, pl->nargv + 1, sizeof(char *));
+			pl->argv[pl->nargv++] = dupval(v, len);
+			break;
+		case PSYCH_TAG_ENV:
+			pl->envp = grow(pl->envp, pl->nenvp + 1, sizeof(char *));
+			pl->envp[pl->nenvp++] = dupval(v, len);
+			break;
+		case PSYCH_TAG_SECCOMP:
+			if (len == 0 || len % 8 != 0 || len / 8 > 0xffff)
+				goto bad;
+			pl->seccomp = dupval(v, len);
+			pl->seccomplen = len;
+			break;
+		case PSYCH_TAG_RLIMIT: {
+			if (len != 20)
+				goto bad;
+			pl->rlims = grow(pl->rlims, pl->nrlim, sizeof(struct rlim));
+			struct rlim *l = &pl->rlims[pl->nrlim++];
+			take(&sub, &l->resource, 4);
+			take(&sub, &l->soft, 8);
+			take(&sub, &l->hard, 8);
+			break;
+		}
+		case PSYCH_TAG_MOUNT: {
+			pl->mnts = grow(pl->mnts, pl->nmnt, sizeof(struct mnt));
+			struct mnt *m = &pl->mnts[pl->nmnt++];
+			memset(m, 0, sizeof *m);
+			if (take(&sub, &m->kind, 2) < 0 || take(&sub, &m->flags, 2) < 0 ||
+			    take(&sub, &m->fd, 4) < 0 || take(&sub, &m->attr, 8) < 0 ||
+			    take(&sub, &m->mode, 4) < 0 || !(m->source = takestr(&sub, NULL)) ||
+			    !(m->target = takestr(&sub, NULL)) || !(m->data = takestr(&sub, &m->datalen)) ||
+			    sub.p != sub.end)
+				goto bad;
+			if (m->target[0] != '/' || strstr(m->target, "/../") ||
+			    (m->fd >= 0 && m->fd < PSYCH_FD_TREES))
+				goto bad;
+			break;
+		}
+		default:
+			fail(EINVAL, "plan: unknown tag %u", tag);
+		}
+		continue;
+	bad:
+		fail(EINVAL, "plan: bad record with tag %u", tag);
+	}
+	free(buf);
+	if (!pl->exe || pl->nargv == 0 || pl->outer_uid == (uint32_t)-1 || pl->inner_uid == (uint32_t)-1)
+		fail(EINVAL, "plan: missing exe, argv or ids");
+	if (pl->nmnt && (!pl->root || !pl->rootdata))
+		fail(EINVAL, "plan: mounts without a root");
+	pl->argv = grow(pl->argv, pl->nargv + 1, sizeof(char *));
+	pl->argv[pl->nargv] = NULL;
+	pl->envp = grow(pl->envp, pl->nenvp + 1, sizeof(char *));
+	pl->envp[pl->nenvp] = NULL;
+}
+
+// ---- the mount plan ----
+
+static char *under(const char *root, const char *target)
+{
+	size_t n = strlen(root) + strlen(target) + 1;
+	char *p = malloc(n);
+	if (!p)
+		fail(ENOMEM, "mount: out of memory");
+	snprintf(p, n, "%s%s", root, strcmp(target, "/") ? target : "");
+	return p;
+}
+
+static void mountpoint(const char *path, int dir)
+{
+	if (dir) {
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			fail(errno, "mkdir %s", path);
+		return;
+	}
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+	if (fd < 0 && errno != EEXIST && errno != EACCES && errno != EROFS)
+		fail(errno, "create %s", path);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void setattr(const char *path, uint64_t set, int recursive)
+{
+	struct attr a = {.set = set, .propagation = MS_PRIVATE};
+	if (syscall(SYS_mount_setattr, AT_FDCWD, path, recursive ? AT_RECURSIVE : 0, &a, sizeof a) < 0)
+		fail(errno, "mount_setattr %s", path);
+}
+
+static void do_mounts(struct plan *pl)
+{
+	step = PSYCH_STEP_MOUNT;
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		fail(errno, "make / private");
+	if (mount("tmpfs", pl->root, "tmpfs", MS_NOSUID | MS_NODEV, pl->rootdata) < 0)
+		fail(errno, "mount root tmpfs on %s", pl->root);
+	for (size_t i = 0; i < pl->nmnt; i++) {
+		struct mnt *m = &pl->mnts[i];
+		char *path = under(pl->root, m->target);
+		switch (m->kind) {
+		case PSYCH_MNT_MKDIR:
+			if (mkdir(path, m->mode) < 0 && errno != EEXIST)
+				fail(errno, "mkdir %s", m->target);
+			if (chmod(path, m->mode) < 0)
+				fail(errno, "chmod %s", m->target);
+			break;
+		case PSYCH_MNT_SYMLINK:
+			if (symlink(m->source, path) < 0)
+				fail(errno, "symlink %s", m->target);
+			break;
+		case PSYCH_MNT_FILE: {
+			int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, m->mode);
+			if (fd < 0)
+				fail(errno, "create %s", m->target);
+			for (uint32_t off = 0; off < m->datalen;) {
+				ssize_t n = write(fd, m->data + off, m->datalen - off);
+				if (n < 0 && errno == EINTR)
+					continue;
+				if (n <= 0)
+					fail(errno, "write %s", m->target);
+				off += n;
+			}
+			if (fchmod(fd, m->mode) < 0)
+				fail(errno, "chmod %s", m->target);
+			close(fd);
+			break;
+		}
+		case PSYCH_MNT_BIND: {
+			int rec = m->flags & PSYCH_MNT_RECURSIVE;
+			int src = m->fd;
+			if (src < 0) {
+				src = syscall(SYS_open_tree, AT_FDCWD, m->source,
+					      OPEN_TREE_CLONE | O_CLOEXEC | (rec ? AT_RECURSIVE : 0));
+				if (src < 0)
+					fail(errno, "open_tree %s", m->source);
+			}
+			struct stat st;
+			if (fstat(src, &st) < 0)
+				fail(errno, "fstat tree for %s", m->target);
+			mountpoint(path, S_ISDIR(st.st_mode));
+			if (syscall(SYS_move_mount, src, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+				fail(errno, "move_mount %s", m->target);
+			close(src);
+			setattr(path, m->attr, rec);
+			break;
+		}
+		case PSYCH_MNT_TMPFS:
+			mountpoint(path, 1);
+			if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | (m->attr & MOUNT_ATTR_NOEXEC ? MS_NOEXEC : 0),
+				  m->data) < 0)
+				fail(errno, "mount tmpfs %s", m->target);
+			break;
+		case PSYCH_MNT_PROC:
+			mountpoint(path, 1);
+			if (mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+				fail(errno, "mount proc %s", m->target);
+			break;
+		default:
+			fail(EINVAL, "mount: unknown kind %u", m->kind);
+		}
+		free(path);
+	}
+	setattr(pl->root, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0);
+	if (chdir(pl->root) < 0)
+		fail(errno, "chdir %s", pl->root);
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		fail(errno, "pivot_root");
+	if (umount2(".", MNT_DETACH) < 0)
+		fail(errno, "detach old root");
+}
+
+// ---- privileges ----
+
+static void drop_caps(void)
+{
+	step = PSYCH_STEP_CAPS;
+	for (int c = 0; c <= 63; c++) {
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL && errno != EPERM)
+			fail(errno, "drop bounding cap %d", c);
+	}
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		fail(errno, "clear ambient caps");
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2];
+	memset(d, 0, sizeof d);
+	if (syscall(SYS_capset, &h, d) < 0)
+		fail(errno, "capset");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		fail(errno, "no_new_privs");
+}
+
+static void load_seccomp(struct plan *pl)
+{
+	step = PSYCH_STEP_SECCOMP;
+	if (!pl->seccomp)
+		return;
+	struct sock_fprog prog = {.len = pl->seccomplen / 8, .filter = (struct sock_filter *)pl->seccomp};
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+		fail(errno, "load seccomp filter");
+}
+
+// ---- the init (C) ----
+
+__attribute__((noreturn)) static void init(struct plan *pl)
+{
+	step = PSYCH_STEP_INIT;
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	int nl = -1;
+	if (pl->flags & CLONE_NEWNET) {
+		nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+		if (nl < 0)
+			fail(errno, "netlink socket");
+	}
+	sendmsg_fd(PSYCH_SYNC_READY, 0, 0, NULL, nl);
+	if (nl >= 0)
+		close(nl);
+	await(PSYCH_SYNC_GO);
+
+	if (pl->nmnt)
+		do_mounts(pl);
+	step = PSYCH_STEP_HOSTNAME;
+	if (pl->hostname && (pl->flags & CLONE_NEWUTS) && sethostname(pl->hostname, strlen(pl->hostname)) < 0)
+		fail(errno, "sethostname");
+	if (pl->cwd && chdir(pl->cwd) < 0)
+		fail(errno, "chdir %s", pl->cwd);
+	step = PSYCH_STEP_RLIMITS;
+	for (size_t i = 0; i < pl->nrlim; i++) {
+		struct rlimit cur, want = {pl->rlims[i].soft, pl->rlims[i].hard};
+		if (getrlimit(pl->rlims[i].resource, &cur) < 0)
+			fail(errno, "getrlimit %u", pl->rlims[i].resource);
+		if (want.rlim_max > cur.rlim_max)
+			want.rlim_max = cur.rlim_max; // only lowering needs no privilege
+		if (want.rlim_cur > want.rlim_max)
+			want.rlim_cur = want.rlim_max;
+		if (setrlimit(pl->rlims[i].resource, &want) < 0)
+			fail(errno, "setrlimit %u", pl->rlims[i].resource);
+	}
+	step = PSYCH_STEP_FDS;
+	if (syscall(SYS_close_range, PSYCH_FD_PLAN, ~0U, 0) < 0)
+		fail(errno, "close_range");
+	step = PSYCH_STEP_IDS;
+	if (setresgid(pl->inner_gid, pl->inner_gid, pl->inner_gid) < 0)
+		fail(errno, "setresgid %u", pl->inner_gid);
+	if (setresuid(pl->inner_uid, pl->inner_uid, pl->inner_uid) < 0)
+		fail(errno, "setresuid %u", pl->inner_uid);
+	if (getuid() == 0 || geteuid() == 0)
+		fail(EPERM, "still uid 0 after the drop");
+	// A uid change resets both.
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	drop_caps();
+	load_seccomp(pl);
+
+	step = PSYCH_STEP_EXEC;
+	sigset_t chld, old;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &chld, &old) < 0)
+		fail(errno, "block SIGCHLD");
+	int sfd = signalfd(-1, &chld, SFD_CLOEXEC);
+	if (sfd < 0)
+		fail(errno, "signalfd");
+	int ep[2];
+	if (pipe2(ep, O_CLOEXEC) < 0)
+		fail(errno, "pipe");
+	pid_t child = fork();
+	if (child < 0)
+		fail(errno, "fork interpreter");
+	if (child == 0) {
+		for (int s = 1; s < NSIG; s++)
+			signal(s, SIG_DFL);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		close(PSYCH_FD_SYNC);
+		if (dup2(PSYCH_FD_WIRE, PSYCH_FD_SYNC) < 0) // the program's channel is fd 3
+			goto out;
+		close(PSYCH_FD_WIRE);
+		execve(pl->exe, pl->argv, pl->envp);
+	out:;
+		int e = errno;
+		while (write(ep[1], &e, sizeof e) < 0 && errno == EINTR)
+			;
+		_exit(127);
+	}
+	close(ep[1]);
+	int e = 0;
+	ssize_t n;
+	do
+		n = read(ep[0], &e, sizeof e);
+	while (n < 0 && errno == EINTR);
+	if (n > 0) {
+		waitpid(child, NULL, 0);
+		fail(e, "exec %s", pl->exe);
+	}
+	close(ep[0]);
+	say(PSYCH_SYNC_EXEC, child);
+	// Only the sync socket and the signalfd stay open in the init.
+	close(0);
+	close(1);
+	close(2);
+	close(PSYCH_FD_WIRE);
+
+	struct pollfd pf[2] = {{.fd = PSYCH_FD_SYNC, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+	for (;;) {
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			_exit(PSYCH_EXIT_SETUP);
+		}
+		if (pf[0].revents)
+			_exit(PSYCH_EXIT_HOST_GONE); // the host closed or died
+		if (pf[1].revents) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof si) < 0 && errno == EINTR)
+				;
+			for (;;) {
+				int st;
+				pid_t p = waitpid(-1, &st, WNOHANG);
+				if (p <= 0)
+					break;
+				if (p == child) {
+					say(PSYCH_SYNC_EXIT, st);
+					_exit(0);
+				}
+			}
+		}
+	}
+}
+
+// ---- P: the first process ----
+
+__attribute__((noreturn)) static void run(int probe)
+{
+	static struct plan pl;
+	read_plan(&pl);
+	step = PSYCH_STEP_IDS;
+	if (pl.outer_uid == 0 || pl.outer_gid == 0)
+		fail(EPERM, "outer uid/gid 0 is never used");
+	if (geteuid() == 0) {
+		// A root host starts this process as root only so that it can exec
+		// the host binary; the outer run ids are taken at once.
+		if (setgroups(0, NULL) < 0)
+			fail(errno, "setgroups");
+		if (setresgid(pl.outer_gid, pl.outer_gid, pl.outer_gid) < 0)
+			fail(errno, "setresgid %u", pl.outer_gid);
+		if (setresuid(pl.outer_uid, pl.outer_uid, pl.outer_uid) < 0)
+			fail(errno, "setresuid %u", pl.outer_uid);
+	}
+	if (geteuid() != pl.outer_uid || getegid() != pl.outer_gid)
+		fail(EPERM, "running as %u:%u, want %u:%u", geteuid(), getegid(), pl.outer_uid, pl.outer_gid);
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	if (probe)
+		_exit(unshare(CLONE_NEWUSER) < 0 ? PSYCH_EXIT_NO_USERNS : 0);
+	if (pl.flags & CLONE_NEWUSER) {
+		step = PSYCH_STEP_USERNS;
+		if (unshare(CLONE_NEWUSER) < 0)
+			fail(errno, "unshare user namespace");
+		say(PSYCH_SYNC_USERNS, 0);
+		await(PSYCH_SYNC_MAPPED);
+		step = PSYCH_STEP_NAMESPACES;
+		if (unshare(pl.flags & ~(uint64_t)CLONE_NEWUSER) < 0)
+			fail(errno, "unshare namespaces %#llx", (unsigned long long)pl.flags);
+	}
+	step = PSYCH_STEP_CLONE;
+	// The init speaks only after P's report: it waits for EOF on this pipe,
+	// which P's exit gives, so the host reads PID before READY.
+	int order[2];
+	if (pipe2(order, O_CLOEXEC) < 0)
+		fail(errno, "pipe");
+	pid_t c = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, NULL, NULL, 0);
+	if (c < 0)
+		fail(errno, "clone init");
+	if (c == 0) {
+		char b;
+		close(order[1]);
+		while (read(order[0], &b, 1) < 0 && errno == EINTR)
+			;
+		close(order[0]);
+		init(&pl);
+	}
+	say(PSYCH_SYNC_PID, c);
+	_exit(0);
+}
+
+__attribute__((constructor)) static void psych_nsexec(void)
+{
+	const char *m = getenv(PSYCH_MARKER);
+	if (!m)
+		return;
+	if (strcmp(m, PSYCH_MARKER_INIT) == 0)
+		run(0);
+	if (strcmp(m, PSYCH_MARKER_PROBE) == 0)
+		run(1);
+	// An unknown marker value: refuse rather than start the host program.
+	_exit(PSYCH_EXIT_SETUP);
+}

@@ -1,0 +1,96 @@
+// Package nsexec is the in-namespace init of the subprocess backend: a cgo C
+// constructor that runs before the Go runtime starts.
+//
+// Importing the package is all an embedding program does. In any process
+// whose environment lacks the marker variable the constructor returns at
+// once and the program runs normally. With the marker (set only by
+// internal/reexec when it re-executes /proc/self/exe) the process becomes
+// the init and executes the host's plan, so neither the Go runtime nor the
+// embedding program's package initialisers ever run inside the sandbox.
+//
+// The C is small on purpose: it decodes a plan the host computed and carries
+// it out in a fixed order (namespaces, the netlink handover, mounts,
+// hostname, rlimits, close_range, the uid drop, re-arming pdeathsig and
+// non-dumpable, capabilities and no_new_privs, seccomp, then the
+// interpreter). Policy stays in Go. nsexec.h defines the plan, the fd layout
+// and the sync messages; this package exports its numbers for the host side.
+//
+// The init refuses an unknown marker value, a plan with outer uid or gid 0,
+// and any record it cannot decode; it reports the failed step to the host
+// and exits, and it never runs the interpreter with less than the plan asked.
+package nsexec
+
+// #cgo CFLAGS: -Wall -Wextra -Wno-unused-parameter -O2
+// #include "nsexec.h"
+import "C"
+
+// The contract with the C side, from nsexec.h.
+const (
+	Marker      = C.PSYCH_MARKER
+	MarkerInit  = C.PSYCH_MARKER_INIT
+	MarkerProbe = C.PSYCH_MARKER_PROBE
+
+	FDSync  = C.PSYCH_FD_SYNC
+	FDWire  = C.PSYCH_FD_WIRE
+	FDPlan  = C.PSYCH_FD_PLAN
+	FDTrees = C.PSYCH_FD_TREES
+
+	PlanMagic    = C.PSYCH_PLAN_MAGIC
+	PlanVersion  = C.PSYCH_PLAN_VERSION
+	PlanMax      = C.PSYCH_PLAN_MAX
+	PlanMaxItems = C.PSYCH_PLAN_MAX_ITEMS
+
+	TagOuterIDs   = C.PSYCH_TAG_OUTER_IDS
+	TagInnerIDs   = C.PSYCH_TAG_INNER_IDS
+	TagNamespaces = C.PSYCH_TAG_NAMESPACES
+	TagHostname   = C.PSYCH_TAG_HOSTNAME
+	TagRoot       = C.PSYCH_TAG_ROOT
+	TagRootData   = C.PSYCH_TAG_ROOT_DATA
+	TagMount      = C.PSYCH_TAG_MOUNT
+	TagCwd        = C.PSYCH_TAG_CWD
+	TagRlimit     = C.PSYCH_TAG_RLIMIT
+	TagSeccomp    = C.PSYCH_TAG_SECCOMP
+	TagExe        = C.PSYCH_TAG_EXE
+	TagArg        = C.PSYCH_TAG_ARG
+	TagEnv        = C.PSYCH_TAG_ENV
+
+	MountMkdir     = C.PSYCH_MNT_MKDIR
+	MountSymlink   = C.PSYCH_MNT_SYMLINK
+	MountFile      = C.PSYCH_MNT_FILE
+	MountBind      = C.PSYCH_MNT_BIND
+	MountTmpfs     = C.PSYCH_MNT_TMPFS
+	MountProc      = C.PSYCH_MNT_PROC
+	MountRecursive = C.PSYCH_MNT_RECURSIVE
+
+	SyncUserns = C.PSYCH_SYNC_USERNS
+	SyncMapped = C.PSYCH_SYNC_MAPPED
+	SyncPID    = C.PSYCH_SYNC_PID
+	SyncReady  = C.PSYCH_SYNC_READY
+	SyncGo     = C.PSYCH_SYNC_GO
+	SyncExec   = C.PSYCH_SYNC_EXEC
+	SyncExit   = C.PSYCH_SYNC_EXIT
+	SyncError  = C.PSYCH_SYNC_ERROR
+	SyncSize   = C.sizeof_struct_psych_sync
+	SyncText   = C.PSYCH_SYNC_TEXT
+
+	ExitSetup    = C.PSYCH_EXIT_SETUP
+	ExitHostGone = C.PSYCH_EXIT_HOST_GONE
+	ExitNoUserns = C.PSYCH_EXIT_NO_USERNS
+)
+
+// Steps name where the init failed, for its error report.
+var Steps = map[int]string{
+	C.PSYCH_STEP_PLAN:       "plan",
+	C.PSYCH_STEP_IDS:        "ids",
+	C.PSYCH_STEP_USERNS:     "user namespace",
+	C.PSYCH_STEP_NAMESPACES: "namespaces",
+	C.PSYCH_STEP_CLONE:      "clone",
+	C.PSYCH_STEP_INIT:       "init",
+	C.PSYCH_STEP_MOUNT:      "mounts",
+	C.PSYCH_STEP_HOSTNAME:   "hostname",
+	C.PSYCH_STEP_RLIMITS:    "rlimits",
+	C.PSYCH_STEP_FDS:        "close_range",
+	C.PSYCH_STEP_CAPS:       "capabilities",
+	C.PSYCH_STEP_SECCOMP:    "seccomp",
+	C.PSYCH_STEP_EXEC:       "exec",
+}

@@ -1,0 +1,126 @@
+// The contract between the host (internal/reexec, Go) and the init
+// (nsexec.c). This header is the one place that defines it; the Go side takes
+// every number from here through cgo.
+//
+// Environment: exactly one variable, PSYCH_MARKER, whose value selects the
+// mode ("init" runs the plan; "probe" only checks that a user namespace can
+// be had and exits 0, or PSYCH_EXIT_NO_USERNS). Any other value exits.
+//
+// File descriptors (the host passes them through ExtraFiles):
+//   0      /dev/null          1, 2  stdout and stderr pipes
+//   3      sync socket        (SOCK_SEQPACKET, one struct psych_sync per message)
+//   4      the program's channel (the interpreter gets it as fd 3)
+//   5      the plan           (a memfd)
+//   6...   trees              (open_tree clones the host made; mounts name them)
+//
+// The plan: the 4-byte magic, a u32 version, then records. A record is a
+// u16 tag, u16 zero, u32 length and that many bytes of value. Integers are
+// native-endian. Strings are not terminated. Tags:
+//   OUTER_IDS   u32 uid, u32 gid: the host-side ids; a root-started process
+//               switches to them before anything else. Never 0.
+//   INNER_IDS   u32 uid, u32 gid: the ids the init drops to before exec.
+//   NAMESPACES  u64 clone flags to unshare; CLONE_NEWUSER first, then the
+//               rest after the host wrote the maps. 0: no namespaces.
+//   HOSTNAME    string
+//   ROOT        string: the empty host directory the new root is built on
+//   ROOT_DATA   string: tmpfs options for the new root
+//   MOUNT       u16 kind, u16 flags, i32 fd (or -1), u64 MOUNT_ATTR_* set,
+//               u32 mode, then three u32-length-prefixed strings: source,
+//               target (absolute inside the new root), data. In order.
+//   CWD         string, inside the new root
+//   RLIMIT      u32 resource, u64 soft, u64 hard (only ever lowered)
+//   SECCOMP     struct sock_filter[]: loaded last, after no_new_privs
+//   EXE         string: the interpreter; ARG and ENV: one string each, in order
+//
+// Sync messages, in order:
+//   P -> host   USERNS   P unshared its user namespace: write the maps
+//   host -> P   MAPPED
+//   P -> host   PID      a = the init's pid (P exits 0 after this)
+//   C -> host   READY    carries the netlink socket (SCM_RIGHTS) when a
+//                        network namespace was made
+//   host -> C   GO
+//   C -> host   EXEC     a = the interpreter's pid inside the namespace
+//   C -> host   EXIT     a = the interpreter's wait status; the init exits
+//   any -> host ERROR    a = step, b = errno, text; then exit PSYCH_EXIT_SETUP
+// EOF on the sync socket at any point makes the init exit, which kills the
+// whole pid namespace.
+
+#ifndef PSYCH_NSEXEC_H
+#define PSYCH_NSEXEC_H
+
+#include <stdint.h>
+
+#define PSYCH_MARKER "_PSYCH_NSEXEC"
+#define PSYCH_MARKER_INIT "init"
+#define PSYCH_MARKER_PROBE "probe"
+
+#define PSYCH_FD_SYNC 3
+#define PSYCH_FD_WIRE 4
+#define PSYCH_FD_PLAN 5
+#define PSYCH_FD_TREES 6
+
+#define PSYCH_PLAN_MAGIC 0x50595350u /* "PSYP" read as a little-endian u32 */
+#define PSYCH_PLAN_VERSION 1
+#define PSYCH_PLAN_MAX (16 << 20)
+#define PSYCH_PLAN_MAX_ITEMS 4096
+
+#define PSYCH_TAG_OUTER_IDS 1
+#define PSYCH_TAG_INNER_IDS 2
+#define PSYCH_TAG_NAMESPACES 3
+#define PSYCH_TAG_HOSTNAME 4
+#define PSYCH_TAG_ROOT 5
+#define PSYCH_TAG_ROOT_DATA 6
+#define PSYCH_TAG_MOUNT 7
+#define PSYCH_TAG_CWD 8
+#define PSYCH_TAG_RLIMIT 9
+#define PSYCH_TAG_SECCOMP 10
+#define PSYCH_TAG_EXE 11
+#define PSYCH_TAG_ARG 12
+#define PSYCH_TAG_ENV 13
+
+#define PSYCH_MNT_MKDIR 1   /* target, mode */
+#define PSYCH_MNT_SYMLINK 2 /* source is the link's content */
+#define PSYCH_MNT_FILE 3    /* data is the content, mode */
+#define PSYCH_MNT_BIND 4    /* fd, or source path cloned by the init; attr */
+#define PSYCH_MNT_TMPFS 5   /* data is the tmpfs options; attr NOEXEC honoured */
+#define PSYCH_MNT_PROC 6
+
+#define PSYCH_MNT_RECURSIVE 1
+
+#define PSYCH_SYNC_USERNS 1
+#define PSYCH_SYNC_MAPPED 2
+#define PSYCH_SYNC_PID 3
+#define PSYCH_SYNC_READY 4
+#define PSYCH_SYNC_GO 5
+#define PSYCH_SYNC_EXEC 6
+#define PSYCH_SYNC_EXIT 7
+#define PSYCH_SYNC_ERROR 8
+
+#define PSYCH_STEP_PLAN 1
+#define PSYCH_STEP_IDS 2
+#define PSYCH_STEP_USERNS 3
+#define PSYCH_STEP_NAMESPACES 4
+#define PSYCH_STEP_CLONE 5
+#define PSYCH_STEP_INIT 6
+#define PSYCH_STEP_MOUNT 7
+#define PSYCH_STEP_HOSTNAME 8
+#define PSYCH_STEP_RLIMITS 9
+#define PSYCH_STEP_FDS 10
+#define PSYCH_STEP_CAPS 11
+#define PSYCH_STEP_SECCOMP 12
+#define PSYCH_STEP_EXEC 13
+
+#define PSYCH_EXIT_SETUP 125
+#define PSYCH_EXIT_HOST_GONE 124
+#define PSYCH_EXIT_NO_USERNS 123
+
+#define PSYCH_SYNC_TEXT 200
+
+struct psych_sync {
+	uint32_t type;
+	int32_t a;
+	int32_t b;
+	char text[PSYCH_SYNC_TEXT];
+};
+
+#endif
