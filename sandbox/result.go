@@ -32,6 +32,9 @@ type Result struct {
 	// NetworkDenied is true only when this execution's own denial of the
 	// network was verified.
 	NetworkDenied bool `json:"network_denied"`
+	// Isolation is what this run actually had, from kernel interfaces.
+	// Nil only when the backend has nothing to attest.
+	Isolation *Isolation `json:"isolation"`
 }
 
 // Evidence behind a LimitHit.
@@ -107,4 +110,58 @@ func (s SignalName) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON accepts null as the empty name.
 func (s *SignalName) UnmarshalJSON(b []byte) error {
 	return (*LimitName)(s).UnmarshalJSON(b)
+}
+
+// Isolation is the attestation of one execution: what the kernel reported
+// for this run's own processes, collected by the host before the program
+// started. It never comes from a frame.
+type Isolation struct {
+	// Mode is "namespaces" (the full design), or "fallback" where no user
+	// namespace could be had: rlimits, the uid drop and seccomp only.
+	Mode string `json:"mode"`
+	// Namespaces lists the namespaces the interpreter does not share with
+	// the host ("user", "mnt", "net", "pid", "ipc", "uts", "cgroup").
+	Namespaces []string `json:"namespaces"`
+	// UIDMap and GIDMap are the interpreter's /proc maps, one "inside
+	// outside count" line each; empty outside a user namespace.
+	UIDMap string `json:"uid_map"`
+	GIDMap string `json:"gid_map"`
+	// SeccompDigest names the filter the host compiled and the init loaded.
+	SeccompDigest string `json:"seccomp_digest"`
+	// Init and Interpreter are the two processes' /proc status as the
+	// host read it.
+	Init        ProcessStatus `json:"init"`
+	Interpreter ProcessStatus `json:"interpreter"`
+	// Network is the verification of the run's own network namespace;
+	// nil when the network was granted.
+	Network *NetworkCheck `json:"network"`
+	// Cgroup is "v2", "v1" or "none" (rlimits alone hold).
+	Cgroup string `json:"cgroup"`
+}
+
+// ProcessStatus is the security state of one process, from its
+// /proc/PID/status.
+type ProcessStatus struct {
+	// UID and GID are real, effective, saved and filesystem ids, as the
+	// host sees them.
+	UID []int `json:"uid"`
+	GID []int `json:"gid"`
+	// Seccomp is 2 when a filter is installed; SeccompFilters counts them.
+	Seccomp        int `json:"seccomp"`
+	SeccompFilters int `json:"seccomp_filters"`
+	// NoNewPrivs is 1 when set.
+	NoNewPrivs int `json:"no_new_privs"`
+	// CapEff and CapBnd are the effective and bounding sets, in hex.
+	CapEff string `json:"cap_eff"`
+	CapBnd string `json:"cap_bnd"`
+}
+
+// NetworkCheck is the host's verification, through netlink, that the run's
+// own network namespace holds nothing but loopback.
+type NetworkCheck struct {
+	// Verified is true only when every check passed.
+	Verified bool     `json:"verified"`
+	Links    []string `json:"links"`
+	// Reason says what failed; empty when Verified.
+	Reason string `json:"reason,omitempty"`
 }

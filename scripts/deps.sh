@@ -6,6 +6,9 @@ set -euo pipefail
 need=()
 [ -x /usr/bin/python3 ] || need+=(python3)
 command -v gcc >/dev/null || need+=(gcc)
+# cgo: the seccomp package compiles its filter with libseccomp.
+[ -f /usr/include/seccomp.h ] || need+=(libseccomp-dev)
+command -v pkg-config >/dev/null || need+=(pkg-config)
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then

@@ -62,12 +62,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // runFlags are the flags of `psych run`.
 type runFlags struct {
-	json, network, requireDenial, demoTools bool
-	python                                  string
-	env                                     stringList
-	cpu, wall                               float64
-	processes                               int
-	addressSpace, fileSize, maxOutput       byteSize
+	json, network, requireDenial, requireIsolation, demoTools bool
+	python                                                    string
+	env                                                       stringList
+	cpu, wall                                                 float64
+	processes                                                 int
+	addressSpace, fileSize, maxOutput                         byteSize
 }
 
 func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -83,8 +83,9 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&f.maxOutput, "max-output", "cap on stdout and on stderr, each (default 1MiB)")
 	fs.Var(&f.env, "env", "pass this variable from psych's own environment (repeatable)")
 	fs.StringVar(&f.python, "python", "", "interpreter (default: python3 on PATH, resolved to sys.executable)")
-	fs.BoolVar(&f.network, "network", false, "ask for network access (this backend does not isolate the network yet)")
+	fs.BoolVar(&f.network, "network", false, "grant the program the host's network (it then shares the host's network namespace)")
 	fs.BoolVar(&f.requireDenial, "require-network-denial", false, "refuse to run unless network denial is verified")
+	fs.BoolVar(&f.requireIsolation, "require-isolation", false, "refuse to run without user namespaces (the full isolation)")
 	fs.BoolVar(&f.demoTools, "demo-tools", false, "offer the demo bindings echo(**kw), sleep(seconds), fail(message)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -109,6 +110,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		PythonBin:            f.python,
 		EnvAllowlist:         f.env,
 		RequireNetworkDenial: f.requireDenial,
+		RequireIsolation:     f.requireIsolation,
 		MaxOutputBytes:       int(f.maxOutput),
 	})
 	if err != nil {

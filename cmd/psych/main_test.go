@@ -149,7 +149,7 @@ func TestExitCodes(t *testing.T) {
 		{"missing file", []string{"run", "--python", py, "/nonexistent/prog.py"}, exitUsage, "no such file"},
 		{"bad python", []string{"run", "--python", "/nonexistent/python3", "-"}, exitUsage, "/nonexistent/python3"},
 		{"reserved env", []string{"run", "--python", py, "--env", "PATH", "-"}, exitUsage, "set by the sandbox"},
-		{"refused", []string{"run", "--python", py, "--require-network-denial", "-"}, exitRefused, "network denial"},
+		{"refused", []string{"run", "--python", py, "--require-network-denial", "--network", "-"}, exitRefused, "network denial"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -44,9 +44,20 @@ type Config struct {
 	RunAs *IDRange
 	// AllowSameUID permits running the child under the host's own uid.
 	AllowSameUID bool
-	// RequireNetworkDenial refuses every Run whose network denial cannot be
-	// verified. This backend cannot verify it yet, so it refuses every Run.
+	// RequireNetworkDenial refuses (sandbox.ErrRefused) every Run whose
+	// network denial was not verified: where no network namespace can be
+	// made, or where the check of the run's own namespace fails. A Request
+	// with Network set is refused too.
 	RequireNetworkDenial bool
+	// RequireIsolation refuses every Run where the full design cannot be
+	// had: no user namespace (the fallback runs with rlimits, the uid drop
+	// and seccomp only).
+	RequireIsolation bool
+	// TmpBytes and TmpInodes cap the program's /tmp (a tmpfs, also HOME and
+	// the working directory); /dev/shm gets the same inode cap and a
+	// quarter of the size. Zero: 64 MiB and 4096 inodes.
+	TmpBytes  int64
+	TmpInodes int64
 	// MaxOutputBytes caps stdout and stderr each. Zero: 1 MiB.
 	MaxOutputBytes int
 	// MaxFrameBytes caps one protocol frame. Zero: 16 MiB.
@@ -62,6 +73,8 @@ type Config struct {
 // Defaults.
 const (
 	DefaultMaxOutputBytes = 1 << 20
+	DefaultTmpBytes       = 64 << 20
+	DefaultTmpInodes      = 4096
 	rootTmpBase           = "/var/lib/psych/tmp"
 	nobodyID              = 65534
 )
@@ -109,8 +122,8 @@ func (c *Config) validate(hostUID int) error {
 			return nil
 		},
 		func() error {
-			if c.MaxOutputBytes < 0 || c.MaxFrameBytes < 0 {
-				return fmt.Errorf("negative output or frame cap")
+			if c.MaxOutputBytes < 0 || c.MaxFrameBytes < 0 || c.TmpBytes < 0 || c.TmpInodes < 0 {
+				return fmt.Errorf("negative output, frame or tmp cap")
 			}
 			if c.MaxFrameBytes != 0 && c.MaxFrameBytes < 4096 {
 				return fmt.Errorf("frame cap %d is below 4096 bytes", c.MaxFrameBytes)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/psych-runtime/psych/netns"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/wire"
 )
@@ -96,9 +97,30 @@ func TestCheckExecutable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), private+" ") {
 		t.Fatalf("an interpreter in a 0700 dir: %v, want an error naming %s", err, private)
 	}
+	// Through the view a root host hands the tree over by fd, so an
+	// interpreter that the run user could not reach by path still runs (as
+	// pyenv's under /root does). It must live outside the sandbox's own
+	// /tmp, which hides everything beneath it.
+	hidden, err := os.MkdirTemp("/var/lib", "psych-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(hidden)
+	if err := os.Mkdir(filepath.Join(hidden, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hiddenPython := filepath.Join(hidden, "bin", "python3")
+	if out, err := exec.Command("cp", testPython(), hiddenPython).CombinedOutput(); err != nil {
+		t.Fatal(err, string(out))
+	}
+	s := newTestSandbox(t, Config{PythonBin: hiddenPython})
+	res, err := s.Run(context.Background(), sandbox.Request{Code: "import sys\nsys.executable"})
+	if err != nil || res.Failure != nil || string(res.Value) != `"`+hiddenPython+`"` {
+		t.Fatalf("an interpreter in a 0700 dir through the view: %v %+v", err, res)
+	}
 	_, err = New(Config{PythonBin: copyPath})
-	if !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "PythonBin (psych run --python)") {
-		t.Fatalf("New with an unreachable interpreter: %v, want a config error naming the fix", err)
+	if !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "/tmp") {
+		t.Fatalf("New with an interpreter under /tmp: %v, want a config error naming /tmp", err)
 	}
 }
 
@@ -126,11 +148,21 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestRequireNetworkDenialRefuses(t *testing.T) {
+func TestRequireNetworkDenial(t *testing.T) {
 	s := newTestSandbox(t, Config{RequireNetworkDenial: true})
 	res, err := s.Run(context.Background(), sandbox.Request{Code: "1"})
+	if err != nil || res.Failure != nil || !res.NetworkDenied {
+		t.Fatalf("a verified run: %v %+v", err, res)
+	}
+	res, err = s.Run(context.Background(), sandbox.Request{Code: "1", Network: true})
 	if !errors.Is(err, sandbox.ErrRefused) || res != nil {
-		t.Fatalf("got %v, %v; want ErrRefused", res, err)
+		t.Fatalf("granted network under RequireNetworkDenial: %v, %v; want ErrRefused", res, err)
+	}
+	// A namespace that fails the check is refused, not run.
+	s.hooks.beforeNetCheck = func(fd int) error { return netns.AddDummy(fd, "dummy0") }
+	res, err = s.Run(context.Background(), sandbox.Request{Code: "1"})
+	if !errors.Is(err, sandbox.ErrRefused) || res != nil {
+		t.Fatalf("a failed check under RequireNetworkDenial: %v, %v; want ErrRefused", res, err)
 	}
 }
 
@@ -158,13 +190,15 @@ func TestIDRange(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := s.Run(context.Background(), sandbox.Request{Code: "import os, time\ntime.sleep(0.5)\n[os.getuid(), os.getgid()]"})
+			res, err := s.Run(context.Background(), sandbox.Request{Code: "import time\ntime.sleep(0.5)"})
 			if err != nil || res.Failure != nil {
 				t.Errorf("run: %v %+v", err, res)
 				return
 			}
+			// The outside ids, as the host saw them.
+			st := res.Isolation.Interpreter
 			mu.Lock()
-			seen[string(res.Value)] = true
+			seen[fmt.Sprintf("[%d,%d]", st.UID[0], st.GID[0])] = true
 			mu.Unlock()
 		}()
 	}

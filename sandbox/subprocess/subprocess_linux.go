@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -20,8 +18,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/bootstrap"
+	"github.com/psych-runtime/psych/internal/reexec"
+	"github.com/psych-runtime/psych/netns"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/wire"
+	"github.com/psych-runtime/psych/seccomp"
 )
 
 // Sandbox is the subprocess backend. It is safe for concurrent use; each Run
@@ -33,6 +34,12 @@ type Sandbox struct {
 	owner    ownerID
 	cgParent string // "" where no run cgroup can be made
 	launcher *bootstrap.Launcher
+	// userns is whether user namespaces can be had (probed at New); without
+	// them every run takes the fallback.
+	userns bool
+	view   *view
+	filter *seccomp.Filter
+	hooks  hooks
 	ids      chan uint32
 	log      *slog.Logger
 	seq      atomic.Uint64
@@ -97,15 +104,42 @@ func New(cfg Config) (*Sandbox, error) {
 	if err := prepareTmpBase(c.TmpBase, s.hostUID); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
-	// Every run id must reach the interpreter and its run directories.
+	if c.TmpBytes == 0 {
+		c.TmpBytes = DefaultTmpBytes
+	}
+	if c.TmpInodes == 0 {
+		c.TmpInodes = DefaultTmpInodes
+	}
+	if s.userns, err = reexec.Probe(c.RunAs.UID, c.RunAs.GID); err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	if !s.userns {
+		s.log.Warn("psych: no user namespace can be had here; runs take the fallback (rlimits, uid drop, seccomp) with no namespaces, no filesystem view and no network denial")
+	}
+	// Every run id must reach its run directory (the init mounts the new
+	// root on it). Through a view, a root host hands the interpreter's trees
+	// over as open_tree clones, so only the file's own mode matters;
+	// otherwise the run id must reach the interpreter by path.
 	for i := uint32(0); i < c.RunAs.size(); i++ {
 		uid, gid := c.RunAs.UID+i, c.RunAs.GID+i
-		if err := checkExecutable(python, uid, gid); err != nil {
+		if s.userns && s.hostUID == 0 {
+			if err := checkOthersExec(python); err != nil {
+				return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+			}
+		} else if err := checkExecutable(python, uid, gid); err != nil {
 			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, interpreterError(python, uid, err))
 		}
 		if err := checkSearchable(c.TmpBase, uid, gid); err != nil {
 			return nil, fmt.Errorf("%w: tmp base %s cannot hold run directories for uid %d: %w", sandbox.ErrInvalidConfig, c.TmpBase, uid, err)
 		}
+	}
+	if s.userns {
+		if s.view, err = resolveView(python); err != nil {
+			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+		}
+	}
+	if s.filter, err = seccomp.DefaultFilter(); err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	if s.launcher, err = bootstrap.Prepare(python); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
@@ -145,8 +179,13 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 	if err := limits.Validate(); err != nil {
 		return nil, err
 	}
-	if s.cfg.RequireNetworkDenial {
-		return nil, fmt.Errorf("network denial is required but this backend cannot verify it: %w", sandbox.ErrRefused)
+	switch {
+	case s.cfg.RequireIsolation && !s.userns:
+		return nil, fmt.Errorf("isolation is required but no user namespace can be had here: %w", sandbox.ErrRefused)
+	case s.cfg.RequireNetworkDenial && !s.userns:
+		return nil, fmt.Errorf("network denial is required but no network namespace can be made here: %w", sandbox.ErrRefused)
+	case s.cfg.RequireNetworkDenial && req.Network:
+		return nil, fmt.Errorf("network denial is required but the request grants the network: %w", sandbox.ErrRefused)
 	}
 	if !utf8.ValidString(req.Code) {
 		return nil, fmt.Errorf("code is not valid UTF-8: %w", sandbox.ErrInvalidRequest)
@@ -182,8 +221,11 @@ type run struct {
 
 	dir  string
 	cg   *runCgroup
-	cmd  *exec.Cmd
+	proc *reexec.Process
 	host *os.File // host end of the wire socket
+	iso  sandbox.Isolation
+	// netOK is true only when this run's own namespace was verified.
+	netOK bool
 }
 
 // execute sets up, runs and tears down; every resource it creates is
@@ -236,19 +278,41 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	defer outR.Close()
 	defer errR.Close()
 
-	r.cmd = r.command(child, outW, errW)
+	plan, trees, err := r.plan()
+	if err != nil {
+		child.Close()
+		outW.Close()
+		errW.Close()
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	opts := &reexec.Options{
+		Plan: plan, Stdout: outW, Stderr: errW, Wire: child, CgroupFD: -1,
+		UIDMap:  fmt.Sprintf("%d %d 1", sandboxUID, r.uid),
+		GIDMap:  fmt.Sprintf("%d %d 1", sandboxGID, r.gid),
+		Ready:   r.ready,
+		Timeout: 30 * time.Second,
+	}
+	if r.cg != nil {
+		opts.CgroupFD = int(r.cg.dir.Fd())
+	}
 	started := time.Now()
-	err = r.cmd.Start()
+	r.proc, err = reexec.Start(opts)
+	closeAll(trees)
 	child.Close()
 	outW.Close()
 	errW.Close()
 	if err != nil {
-		return nil, fmt.Errorf("%w: start interpreter %s: %w", sandbox.ErrHostFault, s.python, err)
+		if errors.Is(err, sandbox.ErrRefused) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: start the sandbox: %w", sandbox.ErrHostFault, err)
 	}
-	// From here the child exists: every path below ends by killing the
-	// whole tree and reaping the interpreter.
+	// From here the init exists: every path below ends by killing the
+	// whole tree and reaping the init.
+	r.attest()
+	var exit reexec.Exit
 	exited := make(chan struct{})
-	go func() { r.cmd.Wait(); close(exited) }()
+	go func() { exit, _ = r.proc.Wait(); close(exited) }()
 	killed := false
 	kill := func() {
 		killed = true
@@ -314,8 +378,8 @@ wait:
 		}
 	}
 	finished := time.Now()
-	ev.status = r.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	ev.cpuUsed = r.cpuUsed()
+	ev.status = exit.Status
+	ev.cpuUsed = r.cpuUsed(&exit)
 	cancelRun()
 	r.teardown(outR, errR)
 	<-served
@@ -327,94 +391,72 @@ wait:
 	res = &sandbox.Result{
 		Stdout: stdout.text(), Stderr: stderr.text(),
 		StdoutTruncated: stdout.truncated, StderrTruncated: stderr.truncated,
-		Duration: finished.Sub(started),
+		Duration:      finished.Sub(started),
+		NetworkDenied: r.netOK,
 	}
+	iso := r.iso
+	res.Isolation = &iso
 	r.describe(res, srv, &ev)
 	return res, nil
 }
 
-// command builds the interpreter's exec.Cmd.
-func (r *run) command(wireFD, stdout, stderr *os.File) *exec.Cmd {
-	s := r.s
-	cmd := &exec.Cmd{
-		Path:       s.python,
-		Args:       append([]string{s.python}, s.launcher.Args(3, r.rlimits()...)...),
-		Env:        r.env(),
-		Dir:        r.dir,
-		Stdout:     stdout,
-		Stderr:     stderr,
-		ExtraFiles: []*os.File{wireFD}, // fd 3
-		SysProcAttr: &syscall.SysProcAttr{
-			Setsid:    true,
-			Pdeathsig: syscall.SIGKILL,
-		},
+// ready runs between the init's creation and the go-ahead: it verifies the
+// run's own network namespace through the netlink socket the init opened in
+// it. No Go thread enters the namespace.
+func (r *run) ready(initPID int, netlink *os.File) error {
+	if netlink == nil {
+		return nil
 	}
-	if s.hostUID == 0 {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: r.uid, Gid: r.gid, Groups: []uint32{}}
-	}
-	if r.cg != nil {
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = int(r.cg.dir.Fd())
-	}
-	return cmd
-}
-
-// env is the child's environment, built from nothing.
-func (r *run) env() []string {
-	env := []string{
-		"HOME=" + r.dir,
-		"TMPDIR=" + r.dir,
-		"PATH=" + filepath.Dir(r.s.python) + ":/usr/local/bin:/usr/bin:/bin",
-		"PYTHONDONTWRITEBYTECODE=1",
-		"MALLOC_ARENA_MAX=2",
-		"LC_ALL=C.UTF-8",
-	}
-	for _, name := range r.s.cfg.EnvAllowlist {
-		if v, ok := os.LookupEnv(name); ok {
-			env = append(env, name+"="+v)
+	fd := int(netlink.Fd())
+	if h := r.s.hooks.beforeNetCheck; h != nil {
+		if err := h(fd); err != nil {
+			return err
 		}
 	}
-	return env
-}
-
-// rlimits are the per-process limits. The bootstrap lowers its own limits
-// to these before it reads the start frame, so no line of the program runs
-// without them. (The host cannot prlimit(2) a process of another uid without
-// CAP_SYS_RESOURCE, which a root host in a container often lacks.)
-func (r *run) rlimits() []bootstrap.Rlimit {
-	cpu := uint64(math.Ceil(r.limits.CPUSeconds))
-	as, fsize := uint64(r.limits.AddressSpaceBytes), uint64(r.limits.FileSizeBytes)
-	nproc := uint64(r.limits.ProcessCount)
-	return []bootstrap.Rlimit{
-		{Name: "CPU", Soft: cpu, Max: cpu + 1},
-		{Name: "AS", Soft: as, Max: as},
-		{Name: "FSIZE", Soft: fsize, Max: fsize},
-		{Name: "NPROC", Soft: nproc, Max: nproc},
-		{Name: "NOFILE", Soft: 256, Max: 256},
-		{Name: "STACK", Soft: 8 << 20, Max: 8 << 20},
-		{Name: "CORE", Soft: 0, Max: 0},
+	check, err := netns.Verify(fd)
+	nc := &sandbox.NetworkCheck{Verified: err == nil && check.Denied, Reason: check.Reason}
+	for _, l := range check.Links {
+		nc.Links = append(nc.Links, l.Name)
 	}
+	if err != nil {
+		nc.Reason = err.Error()
+	}
+	r.iso.Network = nc
+	r.netOK = nc.Verified
+	if !r.netOK {
+		if r.s.cfg.RequireNetworkDenial {
+			return fmt.Errorf("network denial is required but this run's namespace failed the check (%s): %w", nc.Reason, sandbox.ErrRefused)
+		}
+		r.s.log.Warn("psych: the run's network namespace failed its check; the run goes on with network_denied=false", "reason", nc.Reason)
+	}
+	return nil
 }
 
 // killTree kills every process of the run. ESRCH counts as success.
 func (r *run) killTree() {
 	if r.cg != nil {
 		r.cg.kill()
-		return
 	}
-	syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
-	r.cmd.Process.Kill()
+	// The init is pid 1 of the run's pid namespace: its death takes every
+	// other process of the namespace with it.
+	r.proc.Kill()
+	if !r.s.userns {
+		syscall.Kill(-r.proc.PGID, syscall.SIGKILL)
+	}
 }
 
-// teardown runs after the interpreter was reaped: it kills whatever is left
-// and waits for it, so that the pipes and the socket reach EOF. Without a
-// cgroup, a setsid'd straggler may hold them open: they are closed after a
-// short grace instead.
+// teardown runs after the init was reaped: with a pid namespace nothing of
+// the run is left. In the fallback it kills what is left and waits for it,
+// so that the pipes and the socket reach EOF; without a cgroup there, a
+// setsid'd straggler may hold them open, so they are closed after a grace.
 func (r *run) teardown(outR, errR *os.File) {
 	if r.cg != nil {
 		if err := r.cg.killAndWait(10 * time.Second); err == nil {
 			return
 		}
+	}
+	if r.s.userns {
+		return
 	}
 	r.killTree()
 	time.AfterFunc(200*time.Millisecond, func() {
@@ -427,15 +469,16 @@ func (r *run) teardown(outR, errR *os.File) {
 	})
 }
 
-// cpuUsed is the run's CPU in seconds: the cgroup's where there is one.
-func (r *run) cpuUsed() float64 {
+// cpuUsed is the run's CPU in seconds: the cgroup's where there is one,
+// else the init's rusage, which covers every process it reaped.
+func (r *run) cpuUsed(ex *reexec.Exit) float64 {
 	if r.cg != nil {
 		if d, err := r.cg.cpuUsage(); err == nil {
 			return d.Seconds()
 		}
 	}
-	u := r.cmd.ProcessState
-	return (u.UserTime() + u.SystemTime()).Seconds()
+	u := ex.Rusage
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano()).Seconds()
 }
 
 // describe fills the result's value, failure and limit from what the host

@@ -85,6 +85,9 @@ func Run(t *testing.T, b Backend) {
 	} {
 		t.Run(tc.name, tc.fn)
 	}
+	for _, tc := range s.isolationCases() {
+		t.Run(tc.name, tc.fn)
+	}
 }
 
 type suite struct{ b Backend }

@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -60,10 +61,17 @@ func (s *suite) forgedResult(t *testing.T) {
 	code := channelPrelude + "send({'type': 'result', 'value': 7, 'failure': None, 'limit_hit': 'wall_seconds', " +
 		"'limit_source': 'kernel', 'network_denied': True, 'duration_seconds': 999, 'isolation': {'seccomp': 2}})\n" +
 		"sys.stdout.flush()\nos._exit(0)"
-	res := s.run(t, code, sandbox.Limits{}, nil)
+	sb := s.b.New(t, Options{})
+	clean := s.runWith(t, sb, "7", sandbox.Limits{}, nil)
+	res := s.runWith(t, sb, code, sandbox.Limits{}, nil)
 	wantSuccess(t, res)
-	if string(res.Value) != "7" || res.NetworkDenied || res.LimitHit != "" || res.LimitSource != "" || res.Duration > s.scaled(30*time.Second) {
+	if string(res.Value) != "7" || res.NetworkDenied != clean.NetworkDenied || res.LimitHit != "" || res.LimitSource != "" || res.Duration > s.scaled(30*time.Second) {
 		t.Fatalf("a forged result changed host-measured fields: %+v", res)
+	}
+	forged, _ := json.Marshal(res.Isolation)
+	honest, _ := json.Marshal(clean.Isolation)
+	if string(forged) != string(honest) {
+		t.Fatalf("a forged result changed the attestation:\n%s\nwant\n%s", forged, honest)
 	}
 }
 

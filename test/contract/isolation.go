@@ -1,0 +1,355 @@
+package contract
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+// The isolation cases: each a hostile program with an asserted outcome,
+// checked from inside the sandbox. Every backend runs them unchanged.
+
+func (s *suite) isolationCases() []struct {
+	name string
+	fn   func(*testing.T)
+} {
+	return []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"ProcEnvironNoSecret", s.procEnviron},
+		{"ProcOnlyOwn", s.procOnlyOwn},
+		{"InitUnreachable", s.initUnreachable},
+		{"HostPathsAbsent", s.hostPathsAbsent},
+		{"ReadOnlyOutsideTmp", s.readOnlyOutsideTmp},
+		{"TmpCaps", s.tmpCaps},
+		{"KillEverything", s.killEverything},
+		{"DenialProbes", s.denialProbes},
+		{"NetworkEmpty", s.networkEmpty},
+		{"ConcurrentRunsApart", s.concurrentRunsApart},
+		{"IDs", s.ids},
+		{"Attestation", s.attestation},
+	}
+}
+
+// value runs code, wants success and decodes its value into v.
+func (s *suite) value(t *testing.T, code string, v any) *sandbox.Result {
+	t.Helper()
+	res := s.run(t, code, sandbox.Limits{}, nil)
+	wantSuccess(t, res)
+	if err := json.Unmarshal(res.Value, v); err != nil {
+		t.Fatalf("value %s: %v", res.Value, err)
+	}
+	return res
+}
+
+func (s *suite) procEnviron(t *testing.T) {
+	t.Setenv("PSYCH_CONTRACT_SECRET", "hunter2-environ")
+	code := "import os\nleaks = []\nfor p in os.listdir('/proc'):\n" +
+		"    if not p.isdigit(): continue\n" +
+		"    try: data = open(f'/proc/{p}/environ', 'rb').read()\n" +
+		"    except OSError: continue\n" +
+		"    if b'hunter2-environ' in data: leaks.append(p)\nleaks"
+	var leaks []string
+	s.value(t, code, &leaks)
+	if len(leaks) > 0 {
+		t.Fatalf("a host secret shows in /proc/*/environ of %v", leaks)
+	}
+}
+
+func (s *suite) procOnlyOwn(t *testing.T) {
+	code := "import os\nmine = {os.getpid(), os.getppid()}\n" +
+		"others = []\nfor p in os.listdir('/proc'):\n" +
+		"    if p.isdigit() and int(p) not in mine:\n" +
+		"        try: others.append(open(f'/proc/{p}/comm').read().strip() + ':' + p)\n" +
+		"        except OSError: pass\n[sorted(mine), others]"
+	var got [2]json.RawMessage
+	s.value(t, code, &got)
+	var others []string
+	json.Unmarshal(got[1], &others)
+	if len(others) > 0 {
+		t.Fatalf("/proc shows processes that are not the sandbox's own: %v (own %s)", others, got[0])
+	}
+}
+
+func (s *suite) initUnreachable(t *testing.T) {
+	code := "import os\nout = {}\n" +
+		"for name, fn in [('exe', lambda: os.readlink('/proc/1/exe')), ('fd', lambda: os.listdir('/proc/1/fd')), ('environ', lambda: open('/proc/1/environ','rb').read())]:\n" +
+		"    try:\n        fn(); out[name] = 'ok'\n" +
+		"    except OSError as e: out[name] = e.errno\n" +
+		"import errno\n{k: (v == errno.EACCES) for k, v in out.items()}"
+	var got map[string]bool
+	s.value(t, code, &got)
+	for _, k := range []string{"exe", "fd", "environ"} {
+		if !got[k] {
+			t.Errorf("/proc/1/%s: want EACCES, got %v", k, got)
+		}
+	}
+}
+
+func (s *suite) hostPathsAbsent(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "host-secret")
+	if err := os.WriteFile(secret, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{secret, dir, "/run/containerd/containerd.sock", "/var/run/docker.sock", "/run/docker.sock",
+		"/etc/shadow", "/dev/mem", "/dev/kmem", "/dev/port", "/var", "/run", "/home", "/root/.bash_history", "/sys"}
+	pj, _ := json.Marshal(paths)
+	code := "import os, stat, sys\npaths = " + string(pj) + "\npresent = [p for p in paths if os.path.lexists(p)]\n" +
+		"blocks = [f'/dev/{d}' for d in os.listdir('/dev') if stat.S_ISBLK(os.lstat(f'/dev/{d}').st_mode)]\n" +
+		"root = sorted(os.listdir('/root')) if os.path.isdir('/root') else None\n" +
+		"[present, blocks, root, sys.prefix]"
+	var got struct {
+		Present, Blocks, Root []string
+		Prefix                string
+	}
+	var raw [4]json.RawMessage
+	s.value(t, code, &raw)
+	json.Unmarshal(raw[0], &got.Present)
+	json.Unmarshal(raw[1], &got.Blocks)
+	json.Unmarshal(raw[2], &got.Root)
+	json.Unmarshal(raw[3], &got.Prefix)
+	if len(got.Present) > 0 || len(got.Blocks) > 0 {
+		t.Errorf("host paths visible in the sandbox: %v; block devices: %v", got.Present, got.Blocks)
+	}
+	// /root exists only as the way to an interpreter that lives under it.
+	if got.Root != nil && !(strings.HasPrefix(got.Prefix, "/root/") && len(got.Root) == 1 && strings.HasPrefix(got.Prefix, "/root/"+got.Root[0])) {
+		t.Errorf("/root is visible: %v (interpreter prefix %s)", got.Root, got.Prefix)
+	}
+}
+
+func (s *suite) readOnlyOutsideTmp(t *testing.T) {
+	code := "import os, sys, errno\nres = {}\n" +
+		"for d in ['/', '/etc', '/usr', '/dev', '/proc/sys/kernel', sys.prefix, os.path.dirname(sys.executable), '/tmp', '/dev/shm']:\n" +
+		"    p = os.path.join(d, 'psych-write-probe')\n" +
+		"    try:\n        open(p, 'w').write('x'); res[d] = 'written'; os.unlink(p)\n" +
+		"    except OSError as e: res[d] = errno.errorcode.get(e.errno, str(e.errno))\n" +
+		"try:\n    open('/proc/sys/kernel/hostname', 'w').write('x'); res['hostname'] = 'written'\n" +
+		"except OSError as e: res['hostname'] = errno.errorcode.get(e.errno, str(e.errno))\nres"
+	var got map[string]string
+	s.value(t, code, &got)
+	for d, v := range got {
+		writable := d == "/tmp" || d == "/dev/shm"
+		if writable != (v == "written") {
+			t.Errorf("write in %s: %s (want writable=%v)", d, v, writable)
+		}
+	}
+	if len(got) < 9 {
+		t.Fatalf("probe incomplete: %v", got)
+	}
+}
+
+func (s *suite) tmpCaps(t *testing.T) {
+	// Bytes, then inodes: each must end in ENOSPC well before the host's
+	// own disk or memory would.
+	code := "import os, errno\nd = os.environ['TMPDIR']\nchunk = b'x' * (1 << 20)\ntotal, err = 0, None\n" +
+		"for i in range(2048):\n    try:\n        with open(f'{d}/f{i}', 'wb') as f:\n            for _ in range(8):\n                f.write(chunk); total += len(chunk)\n" +
+		"    except OSError as e:\n        err = e.errno; break\n" +
+		"for i in range(2048):\n    try: os.unlink(f'{d}/f{i}')\n    except OSError: pass\n" +
+		"n, ierr = 0, None\nfor i in range(1000000):\n    try: open(f'{d}/i{i}', 'w').close(); n += 1\n" +
+		"    except OSError as e:\n        ierr = e.errno; break\n" +
+		"[total, err == errno.ENOSPC, n, ierr == errno.ENOSPC]"
+	res := s.run(t, code, sandbox.Limits{WallSeconds: 60}, nil)
+	wantSuccess(t, res)
+	dec := json.NewDecoder(strings.NewReader(string(res.Value)))
+	dec.UseNumber()
+	var vals []any
+	if err := dec.Decode(&vals); err != nil || len(vals) != 4 {
+		t.Fatalf("value %s: %v", res.Value, err)
+	}
+	total, _ := vals[0].(json.Number).Int64()
+	inodes, _ := vals[2].(json.Number).Int64()
+	if vals[1] != true || total > 1<<30 {
+		t.Errorf("filling /tmp wrote %d bytes, ENOSPC=%v: want ENOSPC from a size cap", total, vals[1])
+	}
+	if vals[3] != true || inodes >= 1000000 {
+		t.Errorf("creating files made %d, ENOSPC=%v: want ENOSPC from an inode cap", inodes, vals[3])
+	}
+}
+
+func (s *suite) killEverything(t *testing.T) {
+	code := "import os, signal\nfor target in (os.getppid(), 1):\n" +
+		"    try: os.kill(target, signal.SIGKILL)\n    except OSError: pass\n" +
+		"os.kill(-1, signal.SIGKILL)\n'survived'"
+	res := s.run(t, code, sandbox.Limits{}, nil)
+	if res.Failure == nil && string(res.Value) != `"survived"` {
+		t.Fatalf("unexpected result %+v", res)
+	}
+	// The host is unharmed: it goes on serving runs.
+	again := s.run(t, "6 * 7", sandbox.Limits{}, nil)
+	wantSuccess(t, again)
+	if string(again.Value) != "42" {
+		t.Fatalf("after the kill attempts a clean run gave %s", again.Value)
+	}
+}
+
+// denialProbes are syscalls that succeed for an unprivileged process without
+// a filter; inside the sandbox each must fail with EPERM.
+const DenialProbes = `import ctypes, errno, os, socket
+libc = ctypes.CDLL(None, use_errno=True)
+out = {}
+def sc(name, nr, *args):
+    r = libc.syscall(nr, *[ctypes.c_long(a) for a in args])
+    out[name] = 0 if r >= 0 else errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+sc('unshare_user', 272, 0x10000000)
+sc('keyctl_join', 250, 1, 0)
+sc('add_key', 248, ctypes.cast(ctypes.c_char_p(b'user'), ctypes.c_void_p).value, ctypes.cast(ctypes.c_char_p(b'psych'), ctypes.c_void_p).value, ctypes.cast(ctypes.c_char_p(b'x'), ctypes.c_void_p).value, 1, -3)
+params = ctypes.create_string_buffer(120)
+sc('io_uring_setup', 425, 4, ctypes.cast(params, ctypes.c_void_p).value)
+try:
+    socket.socket(40, socket.SOCK_STREAM).close(); out['vsock'] = 0
+except OSError as e:
+    out['vsock'] = errno.errorcode.get(e.errno, str(e.errno))
+out
+`
+
+func (s *suite) denialProbes(t *testing.T) {
+	var got map[string]any
+	s.value(t, DenialProbes, &got)
+	for _, k := range []string{"unshare_user", "keyctl_join", "add_key", "io_uring_setup", "vsock"} {
+		if got[k] != "EPERM" {
+			t.Errorf("%s: got %v, want EPERM", k, got[k])
+		}
+	}
+}
+
+func (s *suite) networkEmpty(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	code := fmt.Sprintf("import socket, errno\nout = {'ifaces': socket.if_nameindex()}\n"+
+		"s = socket.socket(); s.settimeout(3)\n"+
+		"try: s.connect(('127.0.0.1', %d)); out['tcp'] = 'connected'\n"+
+		"except OSError as e: out['tcp'] = errno.errorcode.get(e.errno, str(e))\n"+
+		"u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"+
+		"try: u.connect(('192.0.2.1', 53)); out['udp'] = 'connected'\n"+
+		"except OSError as e: out['udp'] = errno.errorcode.get(e.errno, str(e))\nout", port)
+	var got struct {
+		Ifaces [][]any `json:"ifaces"`
+		TCP    string  `json:"tcp"`
+		UDP    string  `json:"udp"`
+	}
+	res := s.value(t, code, &got)
+	if !reflect.DeepEqual(got.Ifaces, [][]any{{1.0, "lo"}}) {
+		t.Errorf("if_nameindex() = %v, want [(1, 'lo')]", got.Ifaces)
+	}
+	if got.TCP == "connected" || got.UDP == "connected" {
+		t.Errorf("the network reached out: tcp to host loopback %s, udp to TEST-NET %s", got.TCP, got.UDP)
+	}
+	if !res.NetworkDenied {
+		t.Errorf("network_denied is false for a run without network")
+	}
+}
+
+func (s *suite) concurrentRunsApart(t *testing.T) {
+	sb := s.b.New(t, Options{})
+	// Each run leaves a file and a process, waits for the other's, then
+	// reports what it could see or signal of the other.
+	code := func(me, other string) string {
+		return "import os, time, subprocess, signal\n" +
+			"open('/tmp/" + me + "', 'w').write('x')\n" +
+			"p = subprocess.Popen(['sleep', '5'])\n" +
+			"time.sleep(1.5)\n" +
+			"seen_file = os.path.exists('/tmp/" + other + "')\n" +
+			"pids = [int(x) for x in os.listdir('/proc') if x.isdigit()]\n" +
+			"signalled = []\nfor pid in range(1, 4 * 4096):\n" +
+			"    if pid in pids: continue\n" +
+			"    try: os.kill(pid, 0); signalled.append(pid)\n    except OSError: pass\n" +
+			"p.kill()\n[seen_file, signalled, len(pids)]"
+	}
+	var wg sync.WaitGroup
+	results := make([]*sandbox.Result, 2)
+	for i, names := range [][2]string{{"run-a", "run-b"}, {"run-b", "run-a"}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = s.runWith(t, sb, code(names[0], names[1]), sandbox.Limits{WallSeconds: 30}, nil)
+		}()
+	}
+	wg.Wait()
+	for i, res := range results {
+		wantSuccess(t, res)
+		var got []any
+		json.Unmarshal(res.Value, &got)
+		if len(got) != 3 || got[0] != false || len(got[1].([]any)) != 0 {
+			t.Errorf("run %d saw the other run: [file seen, pids signalled, own pids] = %s", i, res.Value)
+		}
+	}
+}
+
+func (s *suite) ids(t *testing.T) {
+	code := "import os\nm = open('/proc/self/uid_map').read().split()\n[os.getuid(), os.geteuid(), os.getgid(), m]"
+	var got []any
+	s.value(t, code, &got)
+	if got[0] == 0.0 || got[1] == 0.0 || got[2] == 0.0 {
+		t.Errorf("the program runs as uid/gid 0 inside: %v", got)
+	}
+	m, _ := got[3].([]any)
+	if len(m) < 3 || m[1] == "0" {
+		t.Errorf("uid map %v: the outside uid must not be 0", m)
+	}
+}
+
+func (s *suite) attestation(t *testing.T) {
+	res := s.run(t, "None", sandbox.Limits{}, nil)
+	wantSuccess(t, res)
+	iso := res.Isolation
+	if iso == nil {
+		t.Fatal("no isolation attestation in the result")
+	}
+	for _, p := range []struct {
+		name string
+		st   sandbox.ProcessStatus
+	}{{"init", iso.Init}, {"interpreter", iso.Interpreter}} {
+		if p.st.Seccomp != 2 || p.st.NoNewPrivs != 1 || strings.Trim(p.st.CapEff, "0") != "" || p.st.CapEff == "" {
+			t.Errorf("%s: seccomp %d, no_new_privs %d, cap_eff %q; want 2, 1, all zero", p.name, p.st.Seccomp, p.st.NoNewPrivs, p.st.CapEff)
+		}
+		for _, id := range append(append([]int{}, p.st.UID...), p.st.GID...) {
+			if id == 0 {
+				t.Errorf("%s runs with an outside id 0: uid %v gid %v", p.name, p.st.UID, p.st.GID)
+			}
+		}
+	}
+	want := []string{"user", "mnt", "net", "pid", "ipc", "uts"}
+	for _, ns := range want {
+		if !contains(iso.Namespaces, ns) {
+			t.Errorf("namespace %s not entered: %v", ns, iso.Namespaces)
+		}
+	}
+	if iso.SeccompDigest == "" || iso.Network == nil || !iso.Network.Verified || !res.NetworkDenied {
+		t.Errorf("attestation lacks the filter digest or a verified network check: %+v", iso)
+	}
+	if iso.Cgroup == "" {
+		t.Errorf("attestation lacks the cgroup mode")
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
