@@ -11,7 +11,7 @@
 // The C is small on purpose: it decodes a plan the host computed and carries
 // it out in a fixed order (namespaces, the netlink handover, mounts,
 // hostname, rlimits, close_range, the uid drop, re-arming pdeathsig and
-// non-dumpable, capabilities and no_new_privs, seccomp, then the
+// non-dumpable, capabilities and no_new_privs, Landlock scoping, seccomp, then the
 // interpreter). Policy stays in Go. nsexec.h defines the plan, the fd layout
 // and the sync messages; this package exports its numbers for the host side.
 //
@@ -53,6 +53,7 @@ const (
 	TagExe        = C.PSYCH_TAG_EXE
 	TagArg        = C.PSYCH_TAG_ARG
 	TagEnv        = C.PSYCH_TAG_ENV
+	TagLandlock   = C.PSYCH_TAG_LANDLOCK
 
 	MountMkdir     = C.PSYCH_MNT_MKDIR
 	MountSymlink   = C.PSYCH_MNT_SYMLINK
@@ -93,4 +94,5 @@ var Steps = map[int]string{
 	C.PSYCH_STEP_CAPS:       "capabilities",
 	C.PSYCH_STEP_SECCOMP:    "seccomp",
 	C.PSYCH_STEP_EXEC:       "exec",
+	C.PSYCH_STEP_LANDLOCK:   "landlock",
 }

@@ -29,6 +29,8 @@
 //               target (absolute inside the new root), data. In order.
 //   CWD         string, inside the new root
 //   RLIMIT      u32 resource, u64 soft, u64 hard (only ever lowered)
+//   LANDLOCK    u64 Landlock scope flags (ABI 6): a domain applied after
+//               no_new_privs and before seccomp. Absent: none.
 //   SECCOMP     struct sock_filter[]: loaded last, after no_new_privs
 //   EXE         string: the interpreter; ARG and ENV: one string each, in order
 //
@@ -77,6 +79,7 @@
 #define PSYCH_TAG_EXE 11
 #define PSYCH_TAG_ARG 12
 #define PSYCH_TAG_ENV 13
+#define PSYCH_TAG_LANDLOCK 14
 
 #define PSYCH_MNT_MKDIR 1   /* target, mode */
 #define PSYCH_MNT_SYMLINK 2 /* source is the link's content */
@@ -109,6 +112,7 @@
 #define PSYCH_STEP_CAPS 11
 #define PSYCH_STEP_SECCOMP 12
 #define PSYCH_STEP_EXEC 13
+#define PSYCH_STEP_LANDLOCK 14
 
 #define PSYCH_EXIT_SETUP 125
 #define PSYCH_EXIT_HOST_GONE 124

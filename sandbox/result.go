@@ -126,6 +126,9 @@ type Isolation struct {
 	// outside count" line each; empty outside a user namespace.
 	UIDMap string `json:"uid_map"`
 	GIDMap string `json:"gid_map"`
+	// LandlockScoped lists the Landlock scopes the run is confined by
+	// ("abstract_unix_socket", "signal"); empty where the kernel lacks ABI 6.
+	LandlockScoped []string `json:"landlock_scoped"`
 	// SeccompDigest names the filter the host compiled and the init loaded.
 	SeccompDigest string `json:"seccomp_digest"`
 	// Init and Interpreter are the two processes' /proc status as the

@@ -29,6 +29,9 @@ type Plan struct {
 	// Cwd is the working directory, inside the new root.
 	Cwd     string
 	Rlimits []Rlimit
+	// Landlock is the Landlock scope flags (ABI 6) the init restricts
+	// itself with; zero applies none.
+	Landlock uint64
 	// Seccomp is the BPF program (struct sock_filter[]); nil loads none.
 	Seccomp []byte
 	Exe     string
@@ -128,6 +131,9 @@ func (p *Plan) encode() ([]byte, []*os.File, error) {
 		v = binary.NativeEndian.AppendUint64(v, r.Soft)
 		v = binary.NativeEndian.AppendUint64(v, r.Hard)
 		e.record(nsexec.TagRlimit, v)
+	}
+	if p.Landlock != 0 {
+		e.record(nsexec.TagLandlock, binary.NativeEndian.AppendUint64(nil, p.Landlock))
 	}
 	if len(p.Seccomp) > 0 {
 		e.record(nsexec.TagSeccomp, p.Seccomp)

@@ -51,8 +51,8 @@ type Process struct {
 	// PGID is the process group (and session) the tree started in.
 	PGID  int
 	pidfd int
-	sync      *net.UnixConn
-	done      bool
+	sync  *net.UnixConn
+	done  bool
 }
 
 // Exit is how the run ended.

@@ -48,6 +48,9 @@ func unifiedParent() (string, error) {
 	if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", fmt.Errorf("create cgroup parent: %w", err)
 	}
+	if err := unix.Access(parent, unix.W_OK|unix.X_OK); err != nil {
+		return "", fmt.Errorf("cgroup parent %s is not writable: %w", parent, err)
+	}
 	return parent, nil
 }
 

@@ -17,6 +17,10 @@ import (
 // The host helper: a process that starts one run and blocks in it until it
 // is killed, standing in for a host that dies mid-run.
 func TestMain(m *testing.M) {
+	if os.Getenv("PSYCH_TEST_FALLBACK") != "" {
+		fallbackHelper()
+		os.Exit(0)
+	}
 	if marker := os.Getenv("PSYCH_TEST_HOST_MARKER"); marker != "" {
 		s, err := New(Config{PythonBin: testPython(), AllowSameUID: os.Geteuid() != 0})
 		if err != nil {

@@ -36,10 +36,11 @@ type Sandbox struct {
 	launcher *bootstrap.Launcher
 	// userns is whether user namespaces can be had (probed at New); without
 	// them every run takes the fallback.
-	userns bool
-	view   *view
-	filter *seccomp.Filter
-	hooks  hooks
+	userns   bool
+	view     *view
+	filter   *seccomp.Filter
+	landlock uint64
+	hooks    hooks
 	ids      chan uint32
 	log      *slog.Logger
 	seq      atomic.Uint64
@@ -138,6 +139,7 @@ func New(cfg Config) (*Sandbox, error) {
 			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 		}
 	}
+	s.landlock = landlockScopes()
 	if s.filter, err = seccomp.DefaultFilter(); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
@@ -146,7 +148,7 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	removeStale(c.TmpBase)
 	if s.cgParent, err = unifiedParent(); err != nil {
-		s.log.Warn("psych: no run cgroup; killing by process group, which a setsid'd descendant escapes, and cpu_seconds is per process", "err", err)
+		s.log.Warn("psych: no run cgroup; cpu_seconds holds per process only (RLIMIT_CPU) and the run is not accounted as a whole", "err", err)
 		s.cgParent = ""
 	} else {
 		removeStaleCgroups(s.cgParent)

@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/psych-runtime/psych/sandbox"
 )
@@ -280,15 +282,21 @@ func (s *suite) concurrentRunsApart(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	results := make([]*sandbox.Result, 2)
+	errs := make([]error, 2)
 	for i, names := range [][2]string{{"run-a", "run-b"}, {"run-b", "run-a"}} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = s.runWith(t, sb, code(names[0], names[1]), sandbox.Limits{WallSeconds: 30}, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), s.scaled(2*time.Minute))
+			defer cancel()
+			results[i], errs[i] = sb.Run(ctx, sandbox.Request{Code: code(names[0], names[1]), Limits: sandbox.Limits{WallSeconds: 30}})
 		}()
 	}
 	wg.Wait()
 	for i, res := range results {
+		if errs[i] != nil || res == nil {
+			t.Fatalf("run %d: %v", i, errs[i])
+		}
 		wantSuccess(t, res)
 		var got []any
 		json.Unmarshal(res.Value, &got)
