@@ -1,47 +1,89 @@
-// Package subprocess is psych's subprocess backend: it runs each program as
-// a fresh interpreter process on this host, driven by the shared bootstrap
-// over an inherited socket (fd 3).
+// Package subprocess is psych's subprocess backend: each program runs in a
+// fresh interpreter process on this host, inside fresh namespaces, driven by
+// the shared bootstrap over an inherited socket (fd 3).
 //
-// What this backend gives today, and what it refuses:
+// Go plans, a C init executes (DESIGN.md §3). For every Run the host
+// computes a plan (internal/reexec) and re-executes its own binary with the
+// nsexec marker; the nsexec constructor carries the plan out before any Go
+// runtime starts in the child. What every run gets where user namespaces can
+// be had, and what it refuses:
 //
-//   - Resource limits, not isolation. The child shares the host's filesystem
-//     view, network and (with a single RunAs id) uid with every other run.
-//     Network is therefore never verified as denied: NetworkDenied is always
-//     false, Request.Network changes nothing, and RequireNetworkDenial makes
-//     every Run fail with sandbox.ErrRefused rather than run unverified.
-//   - The child is a plain process in its own session with Pdeathsig
-//     SIGKILL, started as `PYTHON -I -B -c BOOTSTRAP --fd 3`, with stdin at
-//     EOF, its working directory, HOME and TMPDIR a fresh per-run directory
-//     under a root-owned base (never the world-writable /tmp), removed only
-//     after every process of the run is dead.
-//   - The environment is built from nothing: the allowlisted host variables
-//     plus HOME, TMPDIR, PATH, PYTHONDONTWRITEBYTECODE=1 and two variables the
-//     sandbox needs: MALLOC_ARENA_MAX=2, so a threaded program is not ended
-//     by RLIMIT_AS through glibc's 64 MiB per-thread arenas before it reaches
-//     process_count, and LC_ALL=C.UTF-8, so the interpreter's encoding is
-//     UTF-8 and CPython's locale coercion adds no variable of its own.
-//   - rlimits, planned by the host and applied by the bootstrap to itself
-//     before it reads the start frame, so no line of the program runs
-//     without them (a root host without CAP_SYS_RESOURCE cannot prlimit(2) a
-//     process of another uid; lowering one's own needs no privilege): CPU
-//     (soft = ceil(cpu_seconds), hard one second more), AS, FSIZE (SIGXFSZ
-//     ignored, so writes fail with EFBIG), NPROC, NOFILE 256, STACK 8 MiB and
-//     CORE 0. RLIMIT_NPROC is counted per user
-//     across the whole host: runs sharing one RunAs id share it, so give
-//     concurrent runs an IDRange.
-//   - The whole tree is killed, setsid'd descendants included, through a
-//     per-run cgroup on the unified hierarchy: the child is spawned straight
-//     into it (CLONE_INTO_CGROUP) and killed with cgroup.kill; the run's CPU
-//     across all its processes is read from its cpu.stat, so cpu_seconds is a
-//     whole-run limit. Where no such cgroup can be made, the backend logs a
-//     warning and falls back to killing the process group, which a program
-//     that calls setsid can escape.
+//   - Namespaces: user, mount, pid, ipc, uts, cgroup and (unless the request
+//     grants the network) net. The init is pid 1 of the run's pid namespace;
+//     it handles only SIGCHLD, reports the interpreter's exit, and exits with
+//     it, which kills everything left in the namespace, daemonised
+//     grandchildren included. It also exits when its sync socket reaches EOF,
+//     so a host that dies takes its runs with it.
+//   - Identity: the whole tree runs as a RunAs id outside (nobody for a root
+//     host; the host's own uid, with AllowSameUID, for a non-root one) and as
+//     uid/gid 1000 ("sandbox") inside. The map has that single line, so
+//     neither the init nor the program is uid 0 inside or out. setgroups is
+//     denied. Concurrent runs of an IDRange take distinct outside ids.
+//   - A filesystem built from nothing: a tmpfs root, read-only once built;
+//     the interpreter's trees (its prefixes and the library roots /usr, /lib*,
+//     /bin, /sbin that exist, with merged-/usr symlinks recreated) bound
+//     read-only, nosuid, nodev; an /etc with passwd, group, hosts and
+//     nsswitch.conf of its own plus the host's ld.so.cache; a /dev of null,
+//     zero, full, random, urandom, the fd links and a capped tmpfs /dev/shm;
+//     a fresh /proc with kcore, sysrq-trigger, keys, timer_list,
+//     latency_stats and sched_debug masked and /proc/sys read-only; and /tmp,
+//     a tmpfs capped in bytes and inodes (Config.TmpBytes, TmpInodes) that is
+//     also HOME, TMPDIR and the working directory. Nothing else of the host:
+//     no /home, /root, /var, /run or /sys, so no container or docker socket
+//     and no dbus. A root host hands every tree over as an open_tree clone
+//     (the init, already unprivileged, could not traverse a 0700 path such as
+//     pyenv's under /root, and a swapped symlink cannot redirect an fd); a
+//     non-root host's init clones them itself, as the host user. An
+//     interpreter under /tmp, /dev, /proc or /etc is refused at New.
+//   - Network: off by default, and verified per run. The init opens a
+//     NETLINK_ROUTE socket inside its new namespace and hands it over; the
+//     host brings lo up and checks through it (package netns) that lo is the
+//     only link, with loopback's addresses and routes only, and that a route
+//     lookup outwards fails. NetworkDenied is true only when that check
+//     passed for this run. Request.Network keeps the host's namespace: the
+//     program then reaches host loopback services, the cloud metadata
+//     address and everything the host reaches.
+//   - Privileges, in the init's fixed order: rlimits; close_range; the drop
+//     to the run ids; Pdeathsig and non-dumpable re-armed (the uid change
+//     reset both); every capability dropped, the bounding and ambient sets
+//     included, and no_new_privs; Landlock scoping of abstract Unix sockets
+//     and signals where the kernel has Landlock ABI 6; then the seccomp
+//     filter (package seccomp), which the init and the program both run
+//     under.
+//   - An attestation in every Result (Isolation), read by the host from the
+//     init's and the interpreter's /proc status, namespace links and maps
+//     before the start frame is sent. It never comes from a frame.
 //
-// Pdeathsig fires when the OS thread that started the child exits
-// (golang/go#27505). The Go runtime keeps its threads unless a goroutine
-// ends while locked to one with runtime.LockOSThread; an embedder that does
-// that should not call Run from such a goroutine. The planned C init also
-// ends everything when its sync socket reaches EOF.
+// Where no user namespace can be had (user.max_user_namespaces=0, Ubuntu's
+// AppArmor restriction), probed once at New, every run takes the fallback:
+// the same init with no namespaces and no view (the working directory, HOME
+// and TMPDIR are a per-run directory under TmpBase), but with the rlimits,
+// the uid drop, no capabilities, no_new_privs, Landlock and seccomp. It says
+// so in Isolation.Mode ("fallback"), NetworkDenied is false, and a warning is
+// logged. RequireIsolation and RequireNetworkDenial refuse to run there
+// (sandbox.ErrRefused); RequireNetworkDenial also refuses a request that
+// grants the network, and any run whose own namespace fails the check.
+//
+// The environment is built from nothing: the allowlisted host variables
+// plus HOME, TMPDIR, PATH, PYTHONDONTWRITEBYTECODE=1 and two variables the
+// sandbox needs: MALLOC_ARENA_MAX=2, so a threaded program is not ended by
+// RLIMIT_AS through glibc's 64 MiB per-thread arenas before it reaches
+// process_count, and LC_ALL=C.UTF-8, so the interpreter's encoding is UTF-8
+// and CPython's locale coercion adds no variable of its own.
+//
+// rlimits are set by the init, not by prlimit(2) (a root host without
+// CAP_SYS_RESOURCE cannot prlimit a process of another uid; lowering one's
+// own needs no privilege): CPU (soft = ceil(cpu_seconds), hard one second
+// more), AS, FSIZE (SIGXFSZ ignored by the bootstrap, so writes fail with
+// EFBIG), NPROC (process_count plus one for the init), NOFILE 256, STACK
+// 8 MiB and CORE 0. Since Linux 5.14 RLIMIT_NPROC counts per user namespace
+// and uid, so each run's fresh user namespace makes it per run.
+//
+// The whole tree is killed through the init (its pid namespace dies with
+// it) and, where one can be made, a per-run cgroup on the unified hierarchy:
+// the first process is spawned straight into it (CLONE_INTO_CGROUP), killed
+// with cgroup.kill, and its cpu.stat makes cpu_seconds a whole-run limit.
+// Without one, the backend logs that cpu_seconds holds per process only.
 //
 // Limit attribution follows DESIGN.md §2: the wall timer and the CPU watch
 // are the host's own evidence; SIGXCPU, or SIGKILL with the CPU at its limit,
