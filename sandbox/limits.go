@@ -16,6 +16,7 @@ const (
 	LimitFileSizeBytes     LimitName = "file_size_bytes"
 	LimitProcessCount      LimitName = "process_count"
 	LimitWallSeconds       LimitName = "wall_seconds"
+	LimitMemoryBytes       LimitName = "memory_bytes"
 )
 
 // MarshalJSON encodes the empty name as null.
@@ -57,6 +58,11 @@ type Limits struct {
 	ProcessCount int `json:"process_count,omitempty"`
 	// WallSeconds is the wall clock; the host kills the whole tree at it.
 	WallSeconds float64 `json:"wall_seconds,omitempty"`
+	// MemoryBytes caps the resident memory of the whole run, all its
+	// processes together (a cgroup's memory.max or memory.limit_in_bytes).
+	// Zero in a merged Limits means AddressSpaceBytes, so that a single
+	// process still meets MemoryError first.
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 }
 
 // DefaultLimits are the defaults of DESIGN.md §2.
@@ -87,6 +93,12 @@ func (l Limits) Merge(defaults Limits) Limits {
 	if l.WallSeconds == 0 {
 		l.WallSeconds = defaults.WallSeconds
 	}
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = defaults.MemoryBytes
+	}
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = l.AddressSpaceBytes
+	}
 	return l
 }
 
@@ -106,6 +118,7 @@ func (l Limits) Validate() error {
 		{LimitFileSizeBytes, l.FileSizeBytes > 0},
 		{LimitProcessCount, l.ProcessCount > 0 && l.ProcessCount <= 1<<20},
 		{LimitWallSeconds, l.WallSeconds > 0 && l.WallSeconds <= maxLimitSeconds},
+		{LimitMemoryBytes, l.MemoryBytes >= 16<<20},
 	}
 	for _, c := range checks {
 		if !c.ok {

@@ -32,9 +32,22 @@ type Result struct {
 	// NetworkDenied is true only when this execution's own denial of the
 	// network was verified.
 	NetworkDenied bool `json:"network_denied"`
+	// Usage is what the whole run consumed, measured by its cgroup: the
+	// evidence behind LimitHit. Nil when the backend measured nothing.
+	Usage *Usage `json:"usage"`
 	// Isolation is what this run actually had, from kernel interfaces.
 	// Nil only when the backend has nothing to attest.
 	Isolation *Isolation `json:"isolation"`
+}
+
+// Usage is what a whole run consumed, all its processes together.
+type Usage struct {
+	CPUSeconds float64 `json:"cpu_seconds"`
+	// PeakMemoryBytes is the run's memory high-water mark.
+	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
+	// PeakProcesses is the most processes and threads the program had at
+	// once, the sandbox's own init not counted.
+	PeakProcesses int64 `json:"peak_processes"`
 }
 
 // Evidence behind a LimitHit.

@@ -37,13 +37,20 @@ func TestLimitsMergeValidate(t *testing.T) {
 		t.Fatalf("defaults %+v differ from DESIGN.md §2", d)
 	}
 	m := Limits{WallSeconds: 2}.Merge(d)
-	if m.WallSeconds != 2 || m.CPUSeconds != 10 {
+	if m.WallSeconds != 2 || m.CPUSeconds != 10 || m.MemoryBytes != m.AddressSpaceBytes {
 		t.Fatalf("merge %+v", m)
+	}
+	// memory_bytes follows the run's own address space unless set.
+	if m := (Limits{AddressSpaceBytes: 1 << 30}).Merge(d); m.MemoryBytes != 1<<30 {
+		t.Fatalf("memory_bytes %d, want the merged address space", m.MemoryBytes)
+	}
+	if m := (Limits{MemoryBytes: 64 << 20}).Merge(d); m.MemoryBytes != 64<<20 {
+		t.Fatalf("memory_bytes %d, want the request's", m.MemoryBytes)
 	}
 	if err := m.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range []Limits{{CPUSeconds: -1}, {WallSeconds: 1e12}, {ProcessCount: -3}, {AddressSpaceBytes: 1}} {
+	for _, l := range []Limits{{CPUSeconds: -1}, {WallSeconds: 1e12}, {ProcessCount: -3}, {AddressSpaceBytes: 1}, {MemoryBytes: 1}} {
 		if err := l.Merge(d).Validate(); !errors.Is(err, ErrInvalidRequest) {
 			t.Errorf("%+v: %v, want ErrInvalidRequest", l, err)
 		}

@@ -44,3 +44,16 @@ func (b *byteSize) Set(s string) error {
 	*b = byteSize(n)
 	return nil
 }
+
+// formatBytes prints n with the largest binary unit that keeps one decimal.
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1fGiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fKiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
+}

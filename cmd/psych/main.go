@@ -62,12 +62,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // runFlags are the flags of `psych run`.
 type runFlags struct {
-	json, network, requireDenial, requireIsolation, demoTools bool
-	python                                                    string
-	env                                                       stringList
-	cpu, wall                                                 float64
-	processes                                                 int
-	addressSpace, fileSize, maxOutput                         byteSize
+	json, network, demoTools                       bool
+	requireDenial, requireIsolation, requireCgroup bool
+	python                                         string
+	env                                            stringList
+	cpu, wall                                      float64
+	processes                                      int
+	addressSpace, fileSize, memory, maxOutput      byteSize
 }
 
 func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -78,6 +79,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Float64Var(&f.cpu, "cpu-seconds", 0, "CPU limit in seconds (default 10)")
 	fs.Var(&f.addressSpace, "address-space", "address-space limit: bytes, or with KiB/MiB/GiB (default 512MiB)")
 	fs.Var(&f.fileSize, "file-size", "largest file the program may write (default 10MiB)")
+	fs.Var(&f.memory, "memory", "resident memory of the whole run, all processes together (default: the address-space limit)")
 	fs.IntVar(&f.processes, "processes", 0, "processes and threads (default 64)")
 	fs.Float64Var(&f.wall, "wall-seconds", 0, "wall-clock limit in seconds (default 30)")
 	fs.Var(&f.maxOutput, "max-output", "cap on stdout and on stderr, each (default 1MiB)")
@@ -86,6 +88,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.network, "network", false, "grant the program the host's network (it then shares the host's network namespace)")
 	fs.BoolVar(&f.requireDenial, "require-network-denial", false, "refuse to run unless network denial is verified")
 	fs.BoolVar(&f.requireIsolation, "require-isolation", false, "refuse to run without user namespaces (the full isolation)")
+	fs.BoolVar(&f.requireCgroup, "require-cgroup", false, "refuse to run without a per-run cgroup")
 	fs.BoolVar(&f.demoTools, "demo-tools", false, "offer the demo bindings echo(**kw), sleep(seconds), fail(message)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -111,6 +114,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		EnvAllowlist:         f.env,
 		RequireNetworkDenial: f.requireDenial,
 		RequireIsolation:     f.requireIsolation,
+		RequireCgroup:        f.requireCgroup,
 		MaxOutputBytes:       int(f.maxOutput),
 	})
 	if err != nil {
@@ -125,6 +129,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			FileSizeBytes:     int64(f.fileSize),
 			ProcessCount:      f.processes,
 			WallSeconds:       f.wall,
+			MemoryBytes:       int64(f.memory),
 		},
 	}
 	if f.demoTools {
@@ -206,6 +211,12 @@ func printHuman(res *sandbox.Result, stdout, stderr io.Writer) {
 		notes = append(notes, fmt.Sprintf("limit_hit=%s (%s)", res.LimitHit, res.LimitSource))
 	}
 	notes = append(notes, fmt.Sprintf("network_denied=%v", res.NetworkDenied))
+	if u := res.Usage; u != nil {
+		notes = append(notes, fmt.Sprintf("cpu %.3fs, peak memory %s, peak processes %d", u.CPUSeconds, formatBytes(u.PeakMemoryBytes), u.PeakProcesses))
+	}
+	if iso := res.Isolation; iso != nil {
+		notes = append(notes, fmt.Sprintf("isolation %s (cgroup %s)", iso.Mode, iso.Cgroup))
+	}
 	summary := "ok"
 	if f := res.Failure; f != nil {
 		if f.Traceback != "" {

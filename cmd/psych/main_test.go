@@ -65,7 +65,7 @@ func runJSON(t *testing.T, program string, args ...string) *sandbox.Result {
 	// The field names of DESIGN.md §2.
 	var raw map[string]json.RawMessage
 	json.Unmarshal([]byte(out), &raw)
-	for _, k := range []string{"stdout", "stderr", "stdout_truncated", "stderr_truncated", "value", "failure", "duration_seconds", "limit_hit", "network_denied"} {
+	for _, k := range []string{"stdout", "stderr", "stdout_truncated", "stderr_truncated", "value", "failure", "duration_seconds", "limit_hit", "network_denied", "usage", "isolation"} {
 		if _, ok := raw[k]; !ok {
 			t.Errorf("--json output lacks %q: %s", k, out)
 		}
@@ -98,6 +98,12 @@ func TestRunLimitsFlags(t *testing.T) {
 	res = runJSON(t, "import time\ntime.sleep(30)", "--wall-seconds", "1")
 	if res.LimitHit != sandbox.LimitWallSeconds {
 		t.Fatalf("--wall-seconds 1: limit_hit %q", res.LimitHit)
+	}
+	if os.Geteuid() == 0 { // a root host has a run cgroup
+		res = runJSON(t, "import os\npid = os.fork()\nb = bytearray(48 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nif pid: os.wait()", "--memory", "64MiB")
+		if res.LimitHit != sandbox.LimitMemoryBytes || res.Usage == nil || res.Usage.PeakMemoryBytes > 64<<20+(4<<20) {
+			t.Fatalf("--memory 64MiB: limit_hit %q, usage %+v", res.LimitHit, res.Usage)
+		}
 	}
 	res = runJSON(t, "print('x' * 5000)", "--max-output", "1KiB")
 	if !res.StdoutTruncated || len(res.Stdout) != 1024 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/sandbox"
 )
 
@@ -53,6 +54,12 @@ type Config struct {
 	// had: no user namespace (the fallback runs with rlimits, the uid drop
 	// and seccomp only).
 	RequireIsolation bool
+	// RequireCgroup refuses (sandbox.ErrRefused) every Run where no per-run
+	// cgroup can be made, rather than run on rlimits alone.
+	RequireCgroup bool
+	// Cgroups chooses the cgroup parents. Zero: a "psych" child of the host
+	// process's own cgroup in each hierarchy (see package cgroups).
+	Cgroups cgroups.Config
 	// TmpBytes and TmpInodes cap the program's /tmp (a tmpfs, also HOME and
 	// the working directory); /dev/shm gets the same inode cap and a
 	// quarter of the size. Zero: 64 MiB and 4096 inodes.

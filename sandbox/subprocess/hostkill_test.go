@@ -96,8 +96,16 @@ func ownedBy(dir string, pid int) []string {
 func TestHostKilledMidRun(t *testing.T) {
 	requireRoot(t)
 	probe := newTestSandbox(t, Config{})
-	if probe.cgParent == "" {
-		t.Fatal("no run cgroup parent on a root host")
+	if probe.cg == nil {
+		t.Fatal("no run cgroup on a root host")
+	}
+	// Every hierarchy the runs use.
+	cgOf := func(pid int) []string {
+		var out []string
+		for _, parent := range probe.cg.Parents() {
+			out = append(out, ownedBy(parent, pid)...)
+		}
+		return out
 	}
 	dead := fmt.Sprintf("psych-dead-host-%d", time.Now().UnixNano())
 	live := fmt.Sprintf("psych-live-host-%d", time.Now().UnixNano())
@@ -105,10 +113,11 @@ func TestHostKilledMidRun(t *testing.T) {
 	sibling := startHost(t, live)
 
 	victimDirs := ownedBy(probe.cfg.TmpBase, victim.Process.Pid)
-	victimCgroups := ownedBy(probe.cgParent, victim.Process.Pid)
+	victimCgroups := cgOf(victim.Process.Pid)
 	siblingDirs := ownedBy(probe.cfg.TmpBase, sibling.Process.Pid)
-	siblingCgroups := ownedBy(probe.cgParent, sibling.Process.Pid)
-	if len(victimDirs) != 1 || len(victimCgroups) != 1 || len(siblingDirs) != 1 || len(siblingCgroups) != 1 {
+	siblingCgroups := cgOf(sibling.Process.Pid)
+	nh := len(probe.cg.Parents())
+	if len(victimDirs) != 1 || len(victimCgroups) != nh || len(siblingDirs) != 1 || len(siblingCgroups) != nh {
 		t.Fatalf("expected one run dir and cgroup per host: %v %v %v %v", victimDirs, victimCgroups, siblingDirs, siblingCgroups)
 	}
 	victim.Process.Signal(syscall.SIGKILL)

@@ -236,14 +236,18 @@ func TestNoLeaks(t *testing.T) {
 			}
 		}
 	}
-	if s.cgParent != "" {
-		entries, _ := os.ReadDir(s.cgParent)
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), mine) {
-				t.Errorf("run cgroup left behind: %s", e.Name())
-			}
-		}
+	for _, left := range ownCgroups(s) {
+		t.Errorf("run cgroup left behind: %s", left)
 	}
+}
+
+// ownCgroups lists this Sandbox's run cgroups in every hierarchy.
+func ownCgroups(s *Sandbox) []string {
+	var out []string
+	for _, parent := range s.cg.Parents() {
+		out = append(out, ownedBy(parent, os.Getpid())...)
+	}
+	return out
 }
 
 // TestNoCgroupFallback: without a run cgroup the backend still runs, ends
@@ -251,7 +255,7 @@ func TestNoLeaks(t *testing.T) {
 // the output pipes (which it cannot kill: the documented weakness).
 func TestNoCgroupFallback(t *testing.T) {
 	s := newTestSandbox(t, Config{})
-	s.cgParent = ""
+	s.cg = nil
 	m := fmt.Sprintf("psych-fallback-%d", time.Now().UnixNano())
 	code := "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', '" + m + "'], start_new_session=True)\n'ok'"
 	start := time.Now()
@@ -306,14 +310,8 @@ func TestCancelLeavesNothing(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Run: %v, want the context's error", err)
 	}
-	mine := s.owner.String() + "-"
-	for _, dir := range []string{s.cfg.TmpBase, s.cgParent} {
-		entries, _ := os.ReadDir(dir)
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), mine) {
-				t.Errorf("left behind after cancel: %s", filepath.Join(dir, e.Name()))
-			}
-		}
+	for _, left := range append(ownedBy(s.cfg.TmpBase, os.Getpid()), ownCgroups(s)...) {
+		t.Errorf("left behind after cancel: %s", left)
 	}
 }
 

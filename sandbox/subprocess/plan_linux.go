@@ -89,11 +89,17 @@ func (r *run) env(home string) []string {
 
 // rlimits are the per-process limits, set by the init before it drops its
 // privileges, so no line of the program runs without them. The init itself
-// is one process of the run's user, so RLIMIT_NPROC allows one more.
+// is one process of the run's user, so RLIMIT_NPROC allows one more. With a
+// pids cgroup, pids.max is the exact cap and RLIMIT_NPROC (checked first by
+// the kernel) a backstop one above it, so that the cgroup's event records
+// the hit.
 func (r *run) rlimits() []reexec.Rlimit {
 	cpu := uint64(math.Ceil(r.limits.CPUSeconds))
 	as, fsize := uint64(r.limits.AddressSpaceBytes), uint64(r.limits.FileSizeBytes)
 	nproc := uint64(r.limits.ProcessCount) + 1
+	if r.cg != nil {
+		nproc++
+	}
 	return []reexec.Rlimit{
 		{Resource: unix.RLIMIT_CPU, Soft: cpu, Hard: cpu + 1},
 		{Resource: unix.RLIMIT_AS, Soft: as, Hard: as},
@@ -114,10 +120,7 @@ func (r *run) attest() {
 	if r.s.userns {
 		iso.Mode = "namespaces"
 	}
-	iso.Cgroup = "none"
-	if r.cg != nil {
-		iso.Cgroup = "v2"
-	}
+	iso.Cgroup = r.s.cg.Mode()
 	if !r.s.hooks.noSeccomp {
 		iso.SeccompDigest = r.s.filter.Digest()
 	}

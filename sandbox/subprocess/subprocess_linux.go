@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/bootstrap"
+	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/netns"
 	"github.com/psych-runtime/psych/sandbox"
@@ -32,7 +34,8 @@ type Sandbox struct {
 	python   string
 	hostUID  int
 	owner    ownerID
-	cgParent string // "" where no run cgroup can be made
+	cg       *cgroups.Manager // nil where no run cgroup can be made
+	cgErr    error            // why not
 	launcher *bootstrap.Launcher
 	// userns is whether user namespaces can be had (probed at New); without
 	// them every run takes the fallback.
@@ -147,11 +150,17 @@ func New(cfg Config) (*Sandbox, error) {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
 	removeStale(c.TmpBase)
-	if s.cgParent, err = unifiedParent(); err != nil {
-		s.log.Warn("psych: no run cgroup; cpu_seconds holds per process only (RLIMIT_CPU) and the run is not accounted as a whole", "err", err)
-		s.cgParent = ""
-	} else {
-		removeStaleCgroups(s.cgParent)
+	cgcfg := c.Cgroups
+	if cgcfg.Logger == nil {
+		cgcfg.Logger = s.log
+	}
+	if s.cg, err = cgroups.NewManager(cgcfg); err != nil {
+		if errors.Is(err, cgroups.ErrInvalid) {
+			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+		}
+		s.cg = nil
+		s.cgErr = err
+		s.log.Warn("psych: no run cgroup; rlimits alone hold: cpu_seconds per process (RLIMIT_CPU), no whole-run memory cap or usage", "err", err)
 	}
 	return s, nil
 }
@@ -182,6 +191,8 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 		return nil, err
 	}
 	switch {
+	case s.cfg.RequireCgroup && s.cg == nil:
+		return nil, fmt.Errorf("a cgroup is required but none can be made here (%v): %w", s.cgErr, sandbox.ErrRefused)
 	case s.cfg.RequireIsolation && !s.userns:
 		return nil, fmt.Errorf("isolation is required but no user namespace can be had here: %w", sandbox.ErrRefused)
 	case s.cfg.RequireNetworkDenial && !s.userns:
@@ -222,12 +233,14 @@ type run struct {
 	uid, gid uint32
 
 	dir  string
-	cg   *runCgroup
+	cg   *cgroups.Run
 	proc *reexec.Process
 	host *os.File // host end of the wire socket
 	iso  sandbox.Isolation
 	// netOK is true only when this run's own namespace was verified.
 	netOK bool
+	// What the host sampled of the run's cgroup.
+	pidsPeak, oomKills, pidsMax int64
 }
 
 // execute sets up, runs and tears down; every resource it creates is
@@ -235,7 +248,7 @@ type run struct {
 func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	s := r.s
 	var err error
-	name := fmt.Sprintf("%s-%d", s.owner, s.seq.Add(1))
+	name := strconv.FormatUint(s.seq.Add(1), 10)
 	if r.dir, err = newRunDir(s.cfg.TmpBase, s.owner, r.uid, r.gid, s.hostUID == 0); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
@@ -245,12 +258,14 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 			retErr = errors.Join(retErr, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err))
 		}
 	}()
-	if s.cgParent != "" {
-		if r.cg, err = newRunCgroup(s.cgParent, name); err != nil {
+	if s.cg != nil {
+		// The init is a task of the run too: pids.max is the count plus one.
+		lim := cgroups.Limits{MemoryBytes: r.limits.MemoryBytes, Pids: int64(r.limits.ProcessCount) + 1}
+		if r.cg, err = s.cg.New(name, lim); err != nil {
 			return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 		}
 		defer func() {
-			if err := r.cg.remove(); err != nil {
+			if err := r.cg.Remove(); err != nil {
 				retErr = errors.Join(retErr, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err))
 			}
 		}()
@@ -295,7 +310,7 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 		Timeout: 30 * time.Second,
 	}
 	if r.cg != nil {
-		opts.CgroupFD = int(r.cg.dir.Fd())
+		opts.CgroupFD = r.cg.CloneFD()
 	}
 	started := time.Now()
 	r.proc, err = reexec.Start(opts)
@@ -365,7 +380,21 @@ wait:
 			ev.wallFired = !killed
 			kill()
 		case <-cpuTick:
-			if used, err := r.cg.cpuUsage(); err == nil && used >= cpuLimit && !killed {
+			if killed {
+				break
+			}
+			st, err := r.cg.Stats()
+			if err != nil {
+				break
+			}
+			r.sample(&st)
+			switch {
+			case st.OOMKills > 0:
+				// One OOM kill ends the run: a program that lost a
+				// process to the cap has hit it.
+				ev.oomFired = true
+				kill()
+			case st.CPUKnown && st.CPU >= cpuLimit:
 				ev.cpuFired = true
 				kill()
 			}
@@ -381,7 +410,9 @@ wait:
 	}
 	finished := time.Now()
 	ev.status = exit.Status
-	ev.cpuUsed = r.cpuUsed(&exit)
+	usage := r.usage(&exit)
+	ev.cpuUsed = usage.CPUSeconds
+	ev.oomKills, ev.pidsMaxEvents = r.oomKills, r.pidsMax
 	cancelRun()
 	r.teardown(outR, errR)
 	<-served
@@ -395,6 +426,7 @@ wait:
 		StdoutTruncated: stdout.truncated, StderrTruncated: stderr.truncated,
 		Duration:      finished.Sub(started),
 		NetworkDenied: r.netOK,
+		Usage:         usage,
 	}
 	iso := r.iso
 	res.Isolation = &iso
@@ -406,6 +438,14 @@ wait:
 // run's own network namespace through the netlink socket the init opened in
 // it. No Go thread enters the namespace.
 func (r *run) ready(initPID int, netlink *os.File) error {
+	if r.cg != nil {
+		// On a hybrid host memory and pids are v1 controllers, which
+		// CLONE_INTO_CGROUP cannot reach: the init joins them before it
+		// forks anything.
+		if err := r.cg.Attach(initPID); err != nil {
+			return err
+		}
+	}
 	if netlink == nil {
 		return nil
 	}
@@ -437,7 +477,7 @@ func (r *run) ready(initPID int, netlink *os.File) error {
 // killTree kills every process of the run. ESRCH counts as success.
 func (r *run) killTree() {
 	if r.cg != nil {
-		r.cg.kill()
+		r.cg.Kill()
 	}
 	// The init is pid 1 of the run's pid namespace: its death takes every
 	// other process of the namespace with it.
@@ -452,13 +492,14 @@ func (r *run) killTree() {
 // so that the pipes and the socket reach EOF; without a cgroup there, a
 // setsid'd straggler may hold them open, so they are closed after a grace.
 func (r *run) teardown(outR, errR *os.File) {
-	if r.cg != nil {
-		if err := r.cg.killAndWait(10 * time.Second); err == nil {
-			return
-		}
-	}
 	if r.s.userns {
 		return
+	}
+	if r.cg != nil {
+		r.cg.Kill()
+		if r.waitEmpty(10 * time.Second) {
+			return
+		}
 	}
 	r.killTree()
 	time.AfterFunc(200*time.Millisecond, func() {
@@ -471,16 +512,58 @@ func (r *run) teardown(outR, errR *os.File) {
 	})
 }
 
-// cpuUsed is the run's CPU in seconds: the cgroup's where there is one,
-// else the init's rusage, which covers every process it reaped.
-func (r *run) cpuUsed(ex *reexec.Exit) float64 {
-	if r.cg != nil {
-		if d, err := r.cg.cpuUsage(); err == nil {
-			return d.Seconds()
+// waitEmpty waits until the run's cgroup has no task left.
+func (r *run) waitEmpty(d time.Duration) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if st, err := r.cg.Stats(); err == nil && st.PidsCurrent == 0 {
+			return true
 		}
 	}
-	u := ex.Rusage
-	return time.Duration(u.Utime.Nano() + u.Stime.Nano()).Seconds()
+	return false
+}
+
+// sample keeps what the host must watch for itself: the most tasks seen
+// (where the kernel keeps no pids.peak) and the kernel's event counters.
+func (r *run) sample(st *cgroups.Stats) {
+	if st.PidsCurrent > r.pidsPeak {
+		r.pidsPeak = st.PidsCurrent
+	}
+	r.oomKills = max(r.oomKills, st.OOMKills)
+	r.pidsMax = max(r.pidsMax, st.PidsMaxEvents)
+}
+
+// usage is what the whole run consumed: from its cgroup where it has one,
+// else from the init's rusage, which covers every process it reaped (peak
+// memory is then the largest single process's, and peak processes unknown).
+func (r *run) usage(ex *reexec.Exit) *sandbox.Usage {
+	ru := ex.Rusage
+	u := &sandbox.Usage{
+		CPUSeconds:      time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds(),
+		PeakMemoryBytes: ru.Maxrss << 10,
+	}
+	if r.cg == nil {
+		return u
+	}
+	st, err := r.cg.Stats()
+	if err != nil {
+		return u
+	}
+	r.sample(&st)
+	if st.CPUKnown {
+		u.CPUSeconds = st.CPU.Seconds()
+	}
+	if st.MemoryPeakKnown {
+		u.PeakMemoryBytes = st.MemoryPeak
+	}
+	peak := r.pidsPeak
+	if st.PidsPeakKnown {
+		peak = max(peak, st.PidsPeak)
+	}
+	if r.pidsMax > 0 {
+		peak = int64(r.limits.ProcessCount) + 1 // the kernel refused a task at the cap
+	}
+	u.PeakProcesses = max(peak-1, 0) // the init is not the program's
+	return u
 }
 
 // describe fills the result's value, failure and limit from what the host
