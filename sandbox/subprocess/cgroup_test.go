@@ -3,6 +3,7 @@ package subprocess
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -198,4 +199,47 @@ func TestRequireCgroupRefuses(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestRequireCgroupRefuses") {
 		t.Fatalf("as uid 1000: %v\n%s", err, out)
 	}
+}
+
+// The attestation names the cgroup mode the run actually had: "v2" where the
+// unified hierarchy delegates memory and pids, else "v1". The VM lane
+// requires the marker line this prints to say v2.
+func TestCgroupModeAttested(t *testing.T) {
+	s := cgroupSandbox(t)
+	res := run1(t, s, sandbox.Request{Code: "None"})
+	want := "v1"
+	if b, err := os.ReadFile(filepath.Join(unifiedRoot(t), "cgroup.controllers")); err == nil {
+		f := strings.Fields(string(b))
+		if contains(f, "memory") && contains(f, "pids") {
+			want = "v2"
+		}
+	}
+	if res.Isolation.Cgroup != want {
+		t.Fatalf("attested cgroup mode %q, want %q", res.Isolation.Cgroup, want)
+	}
+	fmt.Printf("PSYCH-CGROUP-MODE: %s\n", res.Isolation.Cgroup)
+}
+
+func unifiedRoot(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if f := strings.Fields(pre); ok && strings.HasPrefix(post, "cgroup2 ") && len(f) >= 5 {
+			return f[4]
+		}
+	}
+	return "/nonexistent"
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
