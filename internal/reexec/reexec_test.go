@@ -214,3 +214,47 @@ func TestReadyAborts(t *testing.T) {
 		t.Fatalf("the init %d outlived an aborted start: %v", initPID, err)
 	}
 }
+
+// Attach is given the first process's pid with a user namespace (the init
+// inherits its cgroups), the init's without one; its error aborts the start.
+func TestAttach(t *testing.T) {
+	uid, gid := runIDs()
+	for _, ns := range []bool{true, false} {
+		p := &Plan{OuterUID: uid, OuterGID: gid, InnerUID: uid, InnerGID: gid, Exe: "/bin/true", Args: []string{"true"}}
+		o := &Options{Plan: p, CgroupFD: -1}
+		if ns {
+			p.InnerUID, p.InnerGID = 1000, 1000
+			p.Namespaces = unix.CLONE_NEWUSER
+			o.UIDMap, o.GIDMap = fmt.Sprintf("1000 %d 1", uid), fmt.Sprintf("1000 %d 1", gid)
+		}
+		var attached, readied int
+		o.Attach = func(pid int) error { attached = pid; return nil }
+		o.Ready = func(pid int, _ *os.File) error { readied = pid; return nil }
+		wr, ww, _ := os.Pipe()
+		o.Wire = wr
+		proc, err := Start(o)
+		wr.Close()
+		ww.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		proc.Wait()
+		want := readied
+		if ns {
+			want = proc.PGID
+		}
+		if attached == 0 || attached != want {
+			t.Errorf("userns %v: Attach got pid %d, want %d (init %d)", ns, attached, want, readied)
+		}
+		boom := errors.New("boom")
+		o.Attach = func(int) error { return boom }
+		wr, ww, _ = os.Pipe()
+		o.Wire = wr
+		_, err = Start(o)
+		wr.Close()
+		ww.Close()
+		if !errors.Is(err, boom) {
+			t.Errorf("userns %v: Start with a failing Attach: %v", ns, err)
+		}
+	}
+}

@@ -311,6 +311,10 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	}
 	if r.cg != nil {
 		opts.CgroupFD = r.cg.CloneFD()
+		// On a hybrid host memory and pids are v1 controllers, which
+		// CLONE_INTO_CGROUP cannot reach: the tree joins them before the
+		// init forks anything.
+		opts.Attach = r.cg.Attach
 	}
 	started := time.Now()
 	r.proc, err = reexec.Start(opts)
@@ -438,14 +442,6 @@ wait:
 // run's own network namespace through the netlink socket the init opened in
 // it. No Go thread enters the namespace.
 func (r *run) ready(initPID int, netlink *os.File) error {
-	if r.cg != nil {
-		// On a hybrid host memory and pids are v1 controllers, which
-		// CLONE_INTO_CGROUP cannot reach: the init joins them before it
-		// forks anything.
-		if err := r.cg.Attach(initPID); err != nil {
-			return err
-		}
-	}
 	if netlink == nil {
 		return nil
 	}
