@@ -335,8 +335,10 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	exited := make(chan struct{})
 	go func() { exit, _ = r.proc.Wait(); close(exited) }()
 	killed := false
+	var srv *server
 	kill := func() {
 		killed = true
+		srv.hostKilled.Store(true)
 		r.killTree()
 	}
 	var stdout, stderr capture
@@ -348,7 +350,7 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
-	srv := &server{
+	srv = &server{
 		start:    r.start,
 		dec:      wire.NewDecoder(bufio.NewReaderSize(r.host, 64<<10), s.cfg.MaxFrameBytes),
 		enc:      wire.NewEncoder(r.host, s.cfg.MaxFrameBytes),
@@ -622,6 +624,9 @@ type server struct {
 	bindings  sandbox.Bindings
 	names     map[string]bool
 	violation chan struct{} // closed on the first protocol violation
+	// hostKilled is set when the host itself ended the run: a frame cut
+	// short then is not the program's violation.
+	hostKilled atomic.Bool
 
 	result   *wire.Result
 	protoErr error
@@ -647,7 +652,7 @@ func (v *server) serve(ctx context.Context) {
 			// EOF, or the host closed the socket at teardown: the end. A
 			// decoding error is the program's violation.
 			if errors.Is(err, wire.ErrFrameTooLarge) || errors.Is(err, wire.ErrMalformed) ||
-				errors.Is(err, wire.ErrUnknownType) || errors.Is(err, wire.ErrTruncated) && v.result == nil && ctx.Err() == nil {
+				errors.Is(err, wire.ErrUnknownType) || errors.Is(err, wire.ErrTruncated) && v.result == nil && !v.hostKilled.Load() {
 				v.fail(fmt.Errorf("protocol: %w", err))
 			}
 			return
