@@ -643,8 +643,11 @@ __attribute__((noreturn)) static void run(int probe)
 	if (geteuid() != pl.outer_uid || getegid() != pl.outer_gid)
 		fail(EPERM, "running as %u:%u, want %u:%u", geteuid(), getegid(), pl.outer_uid, pl.outer_gid);
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	// A user namespace that grants no capabilities (Ubuntu's AppArmor
+	// restriction) is as good as none: the probe also makes a mount
+	// namespace in it, which needs CAP_SYS_ADMIN there.
 	if (probe)
-		_exit(unshare(CLONE_NEWUSER) < 0 ? PSYCH_EXIT_NO_USERNS : 0);
+		_exit(unshare(CLONE_NEWUSER) < 0 || unshare(CLONE_NEWNS) < 0 ? PSYCH_EXIT_NO_USERNS : 0);
 	if (pl.flags & CLONE_NEWUSER) {
 		step = PSYCH_STEP_USERNS;
 		if (unshare(CLONE_NEWUSER) < 0)

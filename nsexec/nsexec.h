@@ -4,7 +4,8 @@
 //
 // Environment: exactly one variable, PSYCH_MARKER, whose value selects the
 // mode ("init" runs the plan; "probe" only checks that a user namespace can
-// be had and exits 0, or PSYCH_EXIT_NO_USERNS). Any other value exits.
+// be had that grants capabilities, by making a mount namespace in it, and
+// exits 0, or PSYCH_EXIT_NO_USERNS). Any other value exits.
 //
 // File descriptors (the host passes them through ExtraFiles):
 //   0      /dev/null          1, 2  stdout and stderr pipes

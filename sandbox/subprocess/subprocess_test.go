@@ -33,7 +33,18 @@ func newTestSandbox(t *testing.T, cfg Config) *Sandbox {
 }
 
 func TestContract(t *testing.T) {
+	var none string
+	if s := newTestSandbox(t, Config{}); !s.userns {
+		// Only where the kernel or a security module forbids user
+		// namespaces; CI's machine has them, and the fallback has tests
+		// of its own (TestFallbackWithoutUserNamespaces).
+		none = "no user namespace with capabilities can be had here"
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI's machine has user namespaces, but the probe found none: " + none)
+		}
+	}
 	contract.Run(t, contract.Backend{
+		NoIsolation: none,
 		New: func(t *testing.T, opts contract.Options) sandbox.Sandbox {
 			return newTestSandbox(t, Config{EnvAllowlist: opts.EnvAllowlist})
 		},

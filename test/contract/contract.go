@@ -40,6 +40,11 @@ type Backend struct {
 	// TimeScale multiplies the suite's time bounds, for slow hosts such as
 	// an emulated VM. Zero means 1, or PSYCH_TIME_SCALE where set.
 	TimeScale float64
+	// NoIsolation, when set, says why this host cannot isolate at all (the
+	// subprocess backend's fallback without user namespaces); the
+	// isolation cases are then skipped with that reason. It must be empty
+	// wherever isolation can exist.
+	NoIsolation string
 }
 
 // Run runs the whole suite. Its tests run one after another: several
@@ -86,7 +91,12 @@ func Run(t *testing.T, b Backend) {
 		t.Run(tc.name, tc.fn)
 	}
 	for _, tc := range s.isolationCases() {
-		t.Run(tc.name, tc.fn)
+		t.Run(tc.name, func(t *testing.T) {
+			if b.NoIsolation != "" {
+				t.Skip("this host cannot isolate: " + b.NoIsolation)
+			}
+			tc.fn(t)
+		})
 	}
 }
 
