@@ -24,6 +24,23 @@ vet:
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
+# test: the fuzzer, every package's tests, then (as root) the isolation tests
+# again from an unprivileged host process.
 test: deps vet
 	$(GO) test -count=1 -run '^$$' -fuzz FuzzDecoder -fuzztime $(FUZZTIME) ./sandbox/wire
 	PSYCH_TEST_PYTHON=$(PYTHON) $(GO) test -count=1 ./...
+	@if [ "$$(id -u)" = 0 ]; then GO='$(GO)' PYTHON='$(PYTHON)' ./scripts/test-unpriv.sh; \
+		else echo "test: not root; the unprivileged-host pass needs root to drop privileges"; fi
+
+# vm-test: the test binaries of VM_PACKAGES, run as root in qemu on Debian's
+# cloud kernel with cgroup_no_v1=all (test/vm/README.md). VM_RUN is a
+# -test.run regexp, VM_TIME_SCALE stretches the tests' time bounds under
+# emulation, VM_TIMEOUT (seconds) bounds the whole boot.
+VM_PACKAGES   ?= ./cgroups ./sandbox/subprocess
+VM_RUN        ?=
+VM_TIME_SCALE ?= 4
+VM_TIMEOUT    ?= 900
+.PHONY: vm-test
+vm-test: deps
+	GO='$(GO)' VM_PACKAGES='$(VM_PACKAGES)' VM_RUN='$(value VM_RUN)' \
+		VM_TIME_SCALE='$(VM_TIME_SCALE)' VM_TIMEOUT='$(VM_TIMEOUT)' ./test/vm/run.sh
