@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"runtime"
 	"testing"
 
 	"github.com/psych-runtime/psych/sandbox"
@@ -21,7 +22,7 @@ func BenchmarkRunNoop(b *testing.B) {
 			}
 		}
 	})
-	b.Run("psych", func(b *testing.B) {
+	run := func(b *testing.B) {
 		s, err := New(Config{PythonBin: testPython()})
 		if err != nil {
 			b.Fatal(err)
@@ -32,6 +33,17 @@ func BenchmarkRunNoop(b *testing.B) {
 				b.Fatal(err, res)
 			}
 		}
+	}
+	b.Run("psych", run)
+	// Start-up cost must not grow with the host's memory: the init is
+	// started through Go's vfork path, which copies no page tables.
+	b.Run("psych-1GiB-heap", func(b *testing.B) {
+		heap := make([]byte, 1<<30)
+		for i := 0; i < len(heap); i += 4096 {
+			heap[i] = 1
+		}
+		run(b)
+		runtime.KeepAlive(heap)
 	})
 }
 
