@@ -1,0 +1,101 @@
+// Package importrules enforces DESIGN.md §3's import rules on the module's
+// own packages, as `go list` reports them.
+package importrules
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/psych-runtime/psych"
+
+type pkg struct {
+	ImportPath string
+	Deps       []string
+	Imports    []string
+}
+
+func list(t *testing.T) map[string]pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json", module+"/...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	pkgs := map[string]pkg{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs[p.ImportPath] = p
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("go list found only %d packages", len(pkgs))
+	}
+	return pkgs
+}
+
+func under(path string, dirs ...string) bool {
+	for _, d := range dirs {
+		if path == module+"/"+d || strings.HasPrefix(path, module+"/"+d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func TestImportRules(t *testing.T) {
+	pkgs := list(t)
+	checked := 0
+	for path, p := range pkgs {
+		// Nothing of the sandbox reaches the root package (the tool path).
+		if under(path, "sandbox", "bootstrap", "nsexec", "cgroups", "seccomp", "netns", "internal/reexec") {
+			checked++
+			for _, d := range p.Deps {
+				if d == module {
+					t.Errorf("%s depends on the root package %s", path, module)
+				}
+			}
+		}
+		// sandbox itself links none of its backends.
+		if path == module+"/sandbox" {
+			for _, d := range p.Deps {
+				if under(d, "sandbox/subprocess", "sandbox/container") {
+					t.Errorf("sandbox depends on its backend %s", d)
+				}
+			}
+		}
+		// The leaves import nothing of this module.
+		if under(path, "cgroups", "seccomp", "netns") {
+			for _, d := range p.Deps {
+				if strings.HasPrefix(d, module) {
+					t.Errorf("leaf %s depends on %s", path, d)
+				}
+			}
+		}
+	}
+	// A positive control: the lists are real.
+	if sub := pkgs[module+"/sandbox/subprocess"]; !contains(sub.Deps, module+"/cgroups") {
+		t.Fatalf("go list shows no dependency of sandbox/subprocess on cgroups: %v", sub.Deps)
+	}
+	if checked < 7 {
+		t.Fatalf("checked only %d sandbox packages", checked)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
