@@ -8,7 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,17 +16,11 @@ import (
 	"time"
 
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/test/contract"
 )
 
-// timeScale stretches time bounds on slow hosts (the emulated VM lane).
-func timeScale() float64 {
-	if v, err := strconv.ParseFloat(os.Getenv("PSYCH_TIME_SCALE"), 64); err == nil && v > 0 {
-		return v
-	}
-	return 1
-}
-
-func scaled(d time.Duration) time.Duration { return time.Duration(float64(d) * timeScale()) }
+// scaled stretches a time bound on slow hosts (the emulated VM lane).
+func scaled(d time.Duration) time.Duration { return time.Duration(float64(d) * contract.TimeScale()) }
 
 // cgroupSandbox is a Sandbox whose runs have cgroups: always on a root host
 // (CI), never on an unprivileged one without delegation.
@@ -145,7 +139,7 @@ func TestCgroupUsageIsPerRun(t *testing.T) {
 		t.Errorf("the spinner's usage is %.2f s, want at least 1.5", u)
 	}
 	for _, r := range res[1:] {
-		if u := r.Usage.CPUSeconds; u > 0.5*timeScale() {
+		if u := r.Usage.CPUSeconds; u > 0.5*contract.TimeScale() {
 			t.Errorf("a sleeper was charged %.2f s of CPU: another run's processes counted", u)
 		}
 	}
@@ -210,7 +204,7 @@ func TestCgroupModeAttested(t *testing.T) {
 	want := "v1"
 	if b, err := os.ReadFile(filepath.Join(unifiedRoot(t), "cgroup.controllers")); err == nil {
 		f := strings.Fields(string(b))
-		if contains(f, "memory") && contains(f, "pids") {
+		if slices.Contains(f, "memory") && slices.Contains(f, "pids") {
 			want = "v2"
 		}
 	}
@@ -233,13 +227,4 @@ func unifiedRoot(t *testing.T) string {
 		}
 	}
 	return "/nonexistent"
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

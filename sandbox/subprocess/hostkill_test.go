@@ -99,23 +99,15 @@ func TestHostKilledMidRun(t *testing.T) {
 	if probe.cg == nil {
 		t.Fatal("no run cgroup on a root host")
 	}
-	// Every hierarchy the runs use.
-	cgOf := func(pid int) []string {
-		var out []string
-		for _, parent := range probe.cg.Parents() {
-			out = append(out, ownedBy(parent, pid)...)
-		}
-		return out
-	}
 	dead := fmt.Sprintf("psych-dead-host-%d", time.Now().UnixNano())
 	live := fmt.Sprintf("psych-live-host-%d", time.Now().UnixNano())
 	victim := startHost(t, dead)
 	sibling := startHost(t, live)
 
 	victimDirs := ownedBy(probe.cfg.TmpBase, victim.Process.Pid)
-	victimCgroups := cgOf(victim.Process.Pid)
+	victimCgroups := runCgroupsOf(probe, victim.Process.Pid)
 	siblingDirs := ownedBy(probe.cfg.TmpBase, sibling.Process.Pid)
-	siblingCgroups := cgOf(sibling.Process.Pid)
+	siblingCgroups := runCgroupsOf(probe, sibling.Process.Pid)
 	nh := len(probe.cg.Parents())
 	if len(victimDirs) != 1 || len(victimCgroups) != nh || len(siblingDirs) != 1 || len(siblingCgroups) != nh {
 		t.Fatalf("expected one run dir and cgroup per host: %v %v %v %v", victimDirs, victimCgroups, siblingDirs, siblingCgroups)

@@ -242,10 +242,14 @@ func TestNoLeaks(t *testing.T) {
 }
 
 // ownCgroups lists this Sandbox's run cgroups in every hierarchy.
-func ownCgroups(s *Sandbox) []string {
+func ownCgroups(s *Sandbox) []string { return runCgroupsOf(s, os.Getpid()) }
+
+// runCgroupsOf lists, in every hierarchy s uses, the run cgroups named after
+// the host process pid.
+func runCgroupsOf(s *Sandbox, pid int) []string {
 	var out []string
 	for _, parent := range s.cg.Parents() {
-		out = append(out, ownedBy(parent, os.Getpid())...)
+		out = append(out, ownedBy(parent, pid)...)
 	}
 	return out
 }

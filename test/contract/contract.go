@@ -47,14 +47,20 @@ type Backend struct {
 	NoIsolation string
 }
 
+// TimeScale is PSYCH_TIME_SCALE where it is a positive number, else 1: the
+// factor by which tests on a slow host (an emulated VM) stretch time bounds.
+func TimeScale() float64 {
+	if v, err := strconv.ParseFloat(os.Getenv("PSYCH_TIME_SCALE"), 64); err == nil && v > 0 {
+		return v
+	}
+	return 1
+}
+
 // Run runs the whole suite. Its tests run one after another: several
 // exercise limits that the host counts per user.
 func Run(t *testing.T, b Backend) {
 	if b.TimeScale == 0 {
-		b.TimeScale = 1
-		if v, err := strconv.ParseFloat(os.Getenv("PSYCH_TIME_SCALE"), 64); err == nil && v > 0 {
-			b.TimeScale = v
-		}
+		b.TimeScale = TimeScale()
 	}
 	s := &suite{b: b}
 	for _, tc := range []struct {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -341,7 +342,7 @@ func (s *suite) attestation(t *testing.T) {
 	}
 	want := []string{"user", "mnt", "net", "pid", "ipc", "uts"}
 	for _, ns := range want {
-		if !contains(iso.Namespaces, ns) {
+		if !slices.Contains(iso.Namespaces, ns) {
 			t.Errorf("namespace %s not entered: %v", ns, iso.Namespaces)
 		}
 	}
@@ -351,13 +352,4 @@ func (s *suite) attestation(t *testing.T) {
 	if iso.Cgroup == "" {
 		t.Errorf("attestation lacks the cgroup mode")
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

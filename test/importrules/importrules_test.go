@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -83,19 +84,10 @@ func TestImportRules(t *testing.T) {
 		}
 	}
 	// A positive control: the lists are real.
-	if sub := pkgs[module+"/sandbox/subprocess"]; !contains(sub.Deps, module+"/cgroups") {
+	if sub := pkgs[module+"/sandbox/subprocess"]; !slices.Contains(sub.Deps, module+"/cgroups") {
 		t.Fatalf("go list shows no dependency of sandbox/subprocess on cgroups: %v", sub.Deps)
 	}
 	if checked < 7 {
 		t.Fatalf("checked only %d sandbox packages", checked)
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
