@@ -135,10 +135,10 @@ func (r *run) attest() {
 	}
 	iso.Interpreter = readStatus(pid)
 	iso.Namespaces = []string{}
-	for _, ns := range []string{"user", "mnt", "net", "pid", "ipc", "uts", "cgroup"} {
-		mine, err1 := os.Readlink("/proc/self/ns/" + ns)
-		theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, ns))
-		if err1 == nil && err2 == nil && mine != theirs {
+	for _, ns := range nsKinds {
+		mine := r.s.hostNS[ns]
+		theirs, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, ns))
+		if mine != "" && err == nil && mine != theirs {
 			iso.Namespaces = append(iso.Namespaces, ns)
 		}
 	}
@@ -146,6 +146,20 @@ func (r *run) attest() {
 		iso.UIDMap = readMap(pid, "uid_map")
 		iso.GIDMap = readMap(pid, "gid_map")
 	}
+}
+
+// nsKinds are the namespaces the attestation compares with the host's.
+var nsKinds = []string{"user", "mnt", "net", "pid", "ipc", "uts", "cgroup"}
+
+// hostNamespaces reads this process's own namespace links, once per Sandbox.
+func hostNamespaces() map[string]string {
+	m := map[string]string{}
+	for _, ns := range nsKinds {
+		if l, err := os.Readlink("/proc/self/ns/" + ns); err == nil {
+			m[ns] = l
+		}
+	}
+	return m
 }
 
 func readMap(pid int, name string) string {

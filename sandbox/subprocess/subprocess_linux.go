@@ -43,6 +43,7 @@ type Sandbox struct {
 	view     *view
 	filter   *seccomp.Filter
 	landlock uint64
+	hostNS   map[string]string // the host's own namespace links
 	hooks    hooks
 	ids      chan uint32
 	log      *slog.Logger
@@ -143,6 +144,7 @@ func New(cfg Config) (*Sandbox, error) {
 		}
 	}
 	s.landlock = landlockScopes()
+	s.hostNS = hostNamespaces()
 	if s.filter, err = seccomp.DefaultFilter(); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
