@@ -45,8 +45,9 @@
 //     touches the channel.
 //
 // What it refuses: a first frame that is not a valid version-1 start frame
-// (bad JSON, wrong type or version, a binding name that is not a usable
-// identifier or is BindingError or a dunder) ends the interpreter with
+// (bad JSON, wrong type or version, a binding name that sandbox.CheckName
+// refuses: not an ASCII identifier, a keyword, run_code, BindingError or a
+// __dunder__ name; a parameter that is not an identifier) ends the interpreter with
 // ExitBootstrap and a message on stderr, before any program code runs. If
 // the result cannot be sent (the channel is gone, or the program closed the
 // channel fd and reopened another file on it), the exit status is also

@@ -184,8 +184,7 @@ def read_start(fd):
     bindings, names = [], set()
     for b in msg.get("bindings") or []:
         name, params, doc = b.get("name"), b.get("params") or [], b.get("doc") or None
-        dunder = isinstance(name, str) and name.startswith("__") and name.endswith("__")
-        ok = usable_name(name) and name not in names and name != "BindingError" and not dunder
+        ok = usable_name(name) and not reserved_name(name) and name not in names
         ok = ok and isinstance(params, list) and all(usable_name(p) for p in params)
         if not ok or len(set(params)) != len(params) or not isinstance(doc, (str, type(None))):
             raise ProtocolError("start: bad binding declaration %.100r" % (b,))
@@ -194,8 +193,16 @@ def read_start(fd):
     return code, bindings, max_frame
 
 
+# The binding-name rule, the same as Go's (sandbox.IsIdentifier and
+# sandbox.IsReservedName; a test holds the two to it).
 def usable_name(s):
-    return isinstance(s, str) and s.isidentifier() and not keyword.iskeyword(s)
+    """An ASCII identifier that is not a keyword."""
+    return isinstance(s, str) and s.isascii() and s.isidentifier() and not keyword.iskeyword(s)
+
+
+def reserved_name(s):
+    """run_code, BindingError, and every name that starts and ends with "__"."""
+    return s in ("run_code", "BindingError") or (s.startswith("__") and s.endswith("__"))
 
 
 # --- the host side of the channel ------------------------------------------

@@ -808,3 +808,50 @@ func TestPrepareRefusesBadInterpreter(t *testing.T) {
 		t.Fatal("Prepare with a missing interpreter succeeded")
 	}
 }
+
+// TestNameRuleMatchesGo holds the bootstrap's binding-name check to Go's
+// (sandbox.CheckName): every name Go accepts starts, every name it refuses
+// ends the bootstrap before the program, as a refused start frame.
+func TestNameRuleMatchesGo(t *testing.T) {
+	names := []string{
+		"search", "_x2", "_", "match", "case", "type", "print", "len", "BindingErrors", "run_code2",
+		"x__", "__x", "_x_", "a__b__",
+		"run_code", "BindingError", "__spec__", "__name__", "__builtins__", "__", "___", "____", "__a__",
+		"class", "None", "True", "async", "await", "lambda", "nonlocal",
+		"", "1x", "a-b", "a b", "é", "naïve", "x\u200b", "ＡＢ",
+	}
+	for _, name := range names {
+		goOK := sandbox.CheckName(name) == nil
+		hostEnd, childEnd := socketpair(t)
+		c := startChild(t, launchArgs(t), childEnd)
+		err := wire.NewEncoder(hostEnd, 0).Encode(&wire.Start{V: 1, Code: "1", MaxFrame: wire.DefaultMaxFrame,
+			Bindings: []sandbox.Binding{{Name: name, Params: []string{"q"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(hostEnd)
+		o := &outcome{}
+		c.wait(t, o)
+		pyOK := o.exitCode == 0
+		if !pyOK && o.exitCode != bootstrap.ExitBootstrap {
+			t.Fatalf("%q: exit %d, stderr %q", name, o.exitCode, o.stderr)
+		}
+		if goOK != pyOK {
+			t.Errorf("binding name %q: Go accepts %v, the bootstrap %v (stderr %q)", name, goOK, pyOK, o.stderr)
+		}
+	}
+	// The parameters too.
+	for _, p := range []string{"q", "class", "é", "__x__"} {
+		goOK := sandbox.ValidateBindings([]sandbox.Binding{{Name: "f", Params: []string{p}}}) == nil
+		hostEnd, childEnd := socketpair(t)
+		c := startChild(t, launchArgs(t), childEnd)
+		wire.NewEncoder(hostEnd, 0).Encode(&wire.Start{V: 1, Code: "1", MaxFrame: wire.DefaultMaxFrame,
+			Bindings: []sandbox.Binding{{Name: "f", Params: []string{p}}}})
+		io.ReadAll(hostEnd)
+		o := &outcome{}
+		c.wait(t, o)
+		if pyOK := o.exitCode == 0; goOK != pyOK {
+			t.Errorf("parameter %q: Go accepts %v, the bootstrap %v (stderr %q)", p, goOK, pyOK, o.stderr)
+		}
+	}
+}

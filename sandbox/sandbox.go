@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // Sandbox runs one program per call.
@@ -55,6 +56,8 @@ type Bindings interface {
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// pythonKeywords are Python's hard keywords (keyword.kwlist, the same from
+// 3.8 to 3.13). Soft keywords (match, case, type, _) are ordinary names.
 var pythonKeywords = map[string]bool{
 	"False": true, "None": true, "True": true, "and": true, "as": true, "assert": true,
 	"async": true, "await": true, "break": true, "class": true, "continue": true,
@@ -65,25 +68,41 @@ var pythonKeywords = map[string]bool{
 	"try": true, "while": true, "with": true, "yield": true,
 }
 
-func isIdentifier(s string) bool { return identifier.MatchString(s) && !pythonKeywords[s] }
+// IsIdentifier reports whether s is an ASCII Python identifier that is not a
+// keyword: the names a binding's parameters may have.
+func IsIdentifier(s string) bool { return identifier.MatchString(s) && !pythonKeywords[s] }
 
-// ReservedBindingNames may not be used as binding names: run_code is the
-// sandbox's own tool, and the rest are names the bootstrap itself provides.
-var ReservedBindingNames = map[string]bool{
-	"run_code": true, "BindingError": true, "__name__": true,
-	"__builtins__": true, "__file__": true, "__doc__": true,
+// IsReservedName reports whether name may not be a binding's (or a tool's)
+// name although it is an identifier: run_code, the sandbox's own tool;
+// BindingError, which the bootstrap defines; and every __dunder__ name
+// (a name that starts and ends with two underscores, "__" itself included),
+// which Python and the bootstrap own. The bootstrap applies the same rule to
+// the start frame (a test holds the two to it).
+func IsReservedName(name string) bool {
+	return name == "run_code" || name == "BindingError" ||
+		strings.HasPrefix(name, "__") && strings.HasSuffix(name, "__")
 }
 
-// ValidateBindings checks that every declared name is a distinct,
-// unreserved Python identifier.
+// CheckName returns why name cannot be a binding's or a tool's name, or nil:
+// it must be an ASCII Python identifier, not a keyword and not reserved
+// (IsReservedName). The error wraps ErrInvalidRequest.
+func CheckName(name string) error {
+	switch {
+	case !IsIdentifier(name):
+		return fmt.Errorf("name %.64q is not a Python identifier (ASCII letters, digits, _; not a keyword): %w", name, ErrInvalidRequest)
+	case IsReservedName(name):
+		return fmt.Errorf("name %q is reserved (run_code, BindingError and __dunder__ names): %w", name, ErrInvalidRequest)
+	}
+	return nil
+}
+
+// ValidateBindings checks that every declared name passes CheckName and is
+// declared once, and that every parameter is a distinct identifier.
 func ValidateBindings(list []Binding) error {
 	seen := map[string]bool{}
 	for _, b := range list {
-		if !isIdentifier(b.Name) {
-			return fmt.Errorf("binding %q: not a Python identifier: %w", b.Name, ErrInvalidRequest)
-		}
-		if ReservedBindingNames[b.Name] {
-			return fmt.Errorf("binding %q: reserved name: %w", b.Name, ErrInvalidRequest)
+		if err := CheckName(b.Name); err != nil {
+			return fmt.Errorf("binding: %w", err)
 		}
 		if seen[b.Name] {
 			return fmt.Errorf("binding %q: declared twice: %w", b.Name, ErrInvalidRequest)
@@ -91,7 +110,7 @@ func ValidateBindings(list []Binding) error {
 		seen[b.Name] = true
 		params := map[string]bool{}
 		for _, p := range b.Params {
-			if !isIdentifier(p) || params[p] {
+			if !IsIdentifier(p) || params[p] {
 				return fmt.Errorf("binding %q: bad or repeated parameter %q: %w", b.Name, p, ErrInvalidRequest)
 			}
 			params[p] = true

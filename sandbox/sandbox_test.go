@@ -23,10 +23,32 @@ func TestValidateBindings(t *testing.T) {
 		"repeated param":    {{Name: "a", Params: []string{"x", "x"}}},
 		"keyword param":     {{Name: "a", Params: []string{"lambda"}}},
 		"BindingError":      {{Name: "BindingError"}},
+		"dunder":            {{Name: "__spec__"}},
+		"bare dunder":       {{Name: "__"}},
+		"non-ascii":         {{Name: "é"}},
 	}
 	for name, list := range bad {
 		if err := ValidateBindings(list); !errors.Is(err, ErrInvalidRequest) {
 			t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
+		}
+	}
+}
+
+func TestReservedNames(t *testing.T) {
+	for name, want := range map[string]bool{
+		"run_code": true, "BindingError": true, "__spec__": true, "__": true, "___": true,
+		"run_code_": false, "__x": false, "x__": false, "_": false, "search": false,
+	} {
+		if got := IsReservedName(name); got != want {
+			t.Errorf("IsReservedName(%q) = %v, want %v", name, got, want)
+		}
+	}
+	if err := CheckName("search"); err != nil {
+		t.Errorf("CheckName(search): %v", err)
+	}
+	for _, name := range []string{"run_code", "__init__", "class", "a.b"} {
+		if err := CheckName(name); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("CheckName(%q) = %v, want ErrInvalidRequest", name, err)
 		}
 	}
 }
