@@ -645,7 +645,7 @@ func countFds(t *testing.T) int {
 func TestStaleRemoval(t *testing.T) {
 	m := newManager(t)
 	parents := m.Parents()
-	self, err := selfOwner()
+	self, err := SelfOwner()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -659,7 +659,7 @@ func TestStaleRemoval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := owner{child.Process.Pid, deadStart}
+	dead := Owner{child.Process.Pid, deadStart}
 	child.Wait()
 	// A live sibling host: a second process, alive throughout.
 	sib := exec.Command("/bin/sleep", "300")
@@ -671,9 +671,9 @@ func TestStaleRemoval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	live := owner{sib.Process.Pid, sibStart}
+	live := Owner{sib.Process.Pid, sibStart}
 	// This process's pid with another start time: a pid reused.
-	reused := owner{self.pid, self.start + 1}
+	reused := Owner{self.PID, self.Start + 1}
 
 	stale := []string{dead.String() + "-stale", reused.String() + "-reused"}
 	kept := []string{live.String() + "-live", "notarun", "12345", "1.2", dead.String() + "-", dead.String() + "-bad id", "host"}

@@ -112,7 +112,8 @@
 //   - mount_linux.go: mountinfo, /proc/PID/cgroup, the layout.
 //   - manager_linux.go: parents, delegation and the host leaf, stale runs.
 //   - run_linux.go: a run's directories, limits, stats, kill, freeze, removal.
-//   - owner_linux.go: run names and their owners.
+//   - owner.go: owners, the one rule for what a dead host left behind;
+//     runname_linux.go: run names.
 //   - sys_linux.go: the system calls, wrapped once.
 //   - cgroups_other.go: elsewhere than Linux, ErrUnavailable.
 package cgroups

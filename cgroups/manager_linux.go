@@ -44,7 +44,7 @@ type v1Hier struct {
 type manager struct {
 	mode    string
 	layout  Layout
-	owner   owner
+	owner   Owner
 	log     *slog.Logger
 	unified string   // parent on the unified hierarchy; "" without a cgroup2 mount
 	v2      []string // controllers the runs get from the unified hierarchy
@@ -69,7 +69,7 @@ func (m *manager) initFrom(cfg Config, ms mounts) (err error) {
 	if m.layout == LayoutNone {
 		return fmt.Errorf("detect cgroups: %w: no cgroup hierarchy is mounted", ErrUnavailable)
 	}
-	if m.owner, err = selfOwner(); err != nil {
+	if m.owner, err = SelfOwner(); err != nil {
 		return err
 	}
 	own, err := ownCgroups()
@@ -343,7 +343,7 @@ func (m *manager) removeStale() {
 		}
 		for _, e := range entries {
 			o, ok := parseRunName(e.Name())
-			if !ok || !e.IsDir() || o == m.owner || !o.dead() {
+			if !ok || !e.IsDir() || o == m.owner || !o.Dead() {
 				continue
 			}
 			r := stale[e.Name()]

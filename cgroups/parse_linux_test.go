@@ -144,7 +144,7 @@ func TestParseRunName(t *testing.T) {
 		}
 	}
 	o, _ := parseRunName("77.8899-x")
-	if o != (owner{77, 8899}) || o.String() != "77.8899" {
+	if o != (Owner{77, 8899}) || o.String() != "77.8899" {
 		t.Errorf("owner %+v", o)
 	}
 }
