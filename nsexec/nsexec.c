@@ -1,3 +1,5 @@
+//go:build linux && cgo
+
 // The in-namespace init of psych's subprocess backend.
 //
 // A constructor that runs before the Go runtime. Without the marker variable
@@ -456,12 +458,26 @@ static void drop_caps(void)
 	memset(d, 0, sizeof d);
 	if (syscall(SYS_capset, &h, d) < 0)
 		fail(errno, "capset");
+	if (syscall(SYS_capget, &h, d) < 0)
+		fail(errno, "capget");
+	for (int i = 0; i < 2; i++)
+		if (d[i].effective || d[i].permitted || d[i].inheritable)
+			fail(EPERM, "capabilities left after capset");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		fail(errno, "no_new_privs");
+	int nnp = prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0);
+	if (nnp != 1)
+		fail(nnp < 0 ? errno : EPERM, "PR_SET_NO_NEW_PRIVS did not take (%d)", nnp);
 }
 
 // Landlock scoping (ABI 6): no abstract Unix socket or signal crosses out of
-// the run's domain. The uapi header may predate it, so the ABI is spelled out.
+// the run's domain. The syscall numbers come from the kernel headers; the
+// ruleset's layout is spelled out, because a uapi header older than 6.12
+// lacks its "scoped" field (the kernel takes the size it is given).
+#if !defined(SYS_landlock_create_ruleset) || !defined(SYS_landlock_restrict_self)
+#error "the kernel headers lack the Landlock syscalls (linux-libc-dev >= 5.13)"
+#endif
+
 struct ll_ruleset_attr {
 	uint64_t handled_access_fs, handled_access_net, scoped;
 };
@@ -472,12 +488,37 @@ static void load_landlock(struct plan *pl)
 	if (!pl->landlock)
 		return;
 	struct ll_ruleset_attr a = {.scoped = pl->landlock};
-	int fd = syscall(444 /* landlock_create_ruleset */, &a, sizeof a, 0);
+	int fd = syscall(SYS_landlock_create_ruleset, &a, sizeof a, 0);
 	if (fd < 0)
-		fail(errno, "landlock ruleset");
-	if (syscall(446 /* landlock_restrict_self */, fd, 0) < 0)
-		fail(errno, "landlock restrict");
+		fail(errno, "landlock_create_ruleset");
+	if (syscall(SYS_landlock_restrict_self, fd, 0) < 0)
+		fail(errno, "landlock_restrict_self");
 	close(fd);
+}
+
+// pdeathsig arms SIGKILL on the parent's death and reads it back.
+static void pdeathsig(void)
+{
+	step = PSYCH_STEP_PDEATHSIG;
+	int sig = 0;
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		fail(errno, "prctl PR_SET_PDEATHSIG");
+	if (prctl(PR_GET_PDEATHSIG, &sig, 0, 0, 0) < 0)
+		fail(errno, "prctl PR_GET_PDEATHSIG");
+	if (sig != SIGKILL)
+		fail(EPERM, "PR_SET_PDEATHSIG did not take (signal %d)", sig);
+}
+
+// nondumpable makes the process non-dumpable (no ptrace, /proc/PID owned by
+// root) and reads it back.
+static void nondumpable(void)
+{
+	step = PSYCH_STEP_DUMPABLE;
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		fail(errno, "prctl PR_SET_DUMPABLE");
+	int d = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+	if (d != 0)
+		fail(d < 0 ? errno : EPERM, "PR_SET_DUMPABLE did not take (dumpable %d)", d);
 }
 
 static void load_seccomp(struct plan *pl)
@@ -494,8 +535,8 @@ static void load_seccomp(struct plan *pl)
 
 __attribute__((noreturn)) static void init(struct plan *pl)
 {
+	pdeathsig();
 	step = PSYCH_STEP_INIT;
-	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	int nl = -1;
 	if (pl->flags & CLONE_NEWNET) {
 		nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
@@ -537,8 +578,8 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 	if (getuid() == 0 || geteuid() == 0)
 		fail(EPERM, "still uid 0 after the drop");
 	// A uid change resets both.
-	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	pdeathsig();
+	nondumpable();
 	drop_caps();
 	load_landlock(pl);
 	load_seccomp(pl);
@@ -642,7 +683,7 @@ __attribute__((noreturn)) static void run(int probe)
 	}
 	if (geteuid() != pl.outer_uid || getegid() != pl.outer_gid)
 		fail(EPERM, "running as %u:%u, want %u:%u", geteuid(), getegid(), pl.outer_uid, pl.outer_gid);
-	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	pdeathsig();
 	// A user namespace that grants no capabilities (Ubuntu's AppArmor
 	// restriction) is as good as none: the probe also makes a mount
 	// namespace in it, which needs CAP_SYS_ADMIN there.

@@ -1,3 +1,5 @@
+//go:build linux && cgo
+
 package reexec
 
 import (
@@ -10,6 +12,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -56,9 +59,13 @@ type Process struct {
 	// if it had already gone when the host looked.
 	InterpPID int
 	// PGID is the process group (and session) the tree started in.
-	PGID  int
+	PGID int
+	sync *net.UnixConn
+	// mu guards pidfd and done: Kill may run on any goroutine while Wait
+	// reaps, and a pidfd number closed by the reap could be reused by a
+	// later run's pidfd, which a late Kill would then signal.
+	mu    sync.Mutex
 	pidfd int
-	sync  *net.UnixConn
 	done  bool
 }
 
@@ -397,6 +404,8 @@ func childPID(initPID int) int {
 // Kill sends SIGKILL to the init. Everything in its pid namespace dies with
 // it. A process that has already exited counts as success.
 func (p *Process) Kill() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.pidfd < 0 || p.done {
 		return nil
 	}
@@ -431,18 +440,32 @@ func (p *Process) Wait() (Exit, error) {
 // reap waits for the init to exit and closes everything. Idempotent.
 func (p *Process) reap() (syscall.WaitStatus, unix.Rusage, error) {
 	var ru unix.Rusage
+	p.mu.Lock()
 	if p.done {
+		p.mu.Unlock()
 		return 0, ru, nil
 	}
-	p.done = true
+	pidfd := p.pidfd
+	p.mu.Unlock()
 	p.sync.Close()
-	if p.pidfd < 0 {
+	// The pidfd stays open while waitid blocks (Kill may still use it: a
+	// pidfd of an exited process only reports ESRCH), and is closed only
+	// once no Kill can reach it any more.
+	defer func() {
+		p.mu.Lock()
+		p.done = true
+		if pidfd >= 0 {
+			unix.Close(pidfd)
+		}
+		p.pidfd = -1
+		p.mu.Unlock()
+	}()
+	if pidfd < 0 {
 		return 0, ru, nil
 	}
-	defer unix.Close(p.pidfd)
 	var info unix.Siginfo
 	for {
-		err := unix.Waitid(unix.P_PIDFD, p.pidfd, &info, unix.WEXITED, &ru)
+		err := unix.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED, &ru)
 		if err == unix.EINTR {
 			continue
 		}

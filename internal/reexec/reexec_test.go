@@ -1,3 +1,5 @@
+//go:build linux && cgo
+
 package reexec
 
 import (
@@ -20,6 +22,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("PSYCH_REEXEC_TEST_PLAIN") != "" {
 		fmt.Print("plain main ran")
 		os.Exit(0)
+	}
+	if spec := os.Getenv(filterEnv); spec != "" {
+		os.Exit(filterChild(spec))
 	}
 	os.Exit(m.Run())
 }
@@ -255,6 +260,38 @@ func TestAttach(t *testing.T) {
 		ww.Close()
 		if !errors.Is(err, boom) {
 			t.Errorf("userns %v: Start with a failing Attach: %v", ns, err)
+		}
+	}
+}
+
+// TestKillDuringWait: Kill from other goroutines while Wait reaps the init,
+// for the race detector (make test runs this package with -race). A Kill
+// after the reap is a no-op, never a signal through a closed pidfd number.
+func TestKillDuringWait(t *testing.T) {
+	uid, gid := runIDs()
+	for i := 0; i < 20; i++ {
+		p := &Plan{OuterUID: uid, OuterGID: gid, InnerUID: uid, InnerGID: gid, Exe: "/bin/true", Args: []string{"true"}}
+		wr, ww, _ := os.Pipe()
+		proc, err := Start(&Options{Plan: p, Wire: wr, CgroupFD: -1})
+		wr.Close()
+		ww.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { proc.Wait(); close(done) }()
+		for killing := true; killing; {
+			select {
+			case <-done:
+				killing = false
+			default:
+				if err := proc.Kill(); err != nil {
+					t.Fatalf("Kill: %v", err)
+				}
+			}
+		}
+		if err := proc.Kill(); err != nil {
+			t.Fatalf("Kill after the reap: %v", err)
 		}
 	}
 }
