@@ -129,6 +129,14 @@ func (s *SignalName) UnmarshalJSON(b []byte) error {
 // for this run's own processes, collected by the host before the program
 // started. It never comes from a frame.
 type Isolation struct {
+	// Backend is "subprocess" or "container".
+	Backend string `json:"backend"`
+	// Engine is the container engine ("containerd", "podman", "docker");
+	// empty for the subprocess backend.
+	Engine string `json:"engine,omitempty"`
+	// Image is the container image the run had; nil for the subprocess
+	// backend.
+	Image *Image `json:"image,omitempty"`
 	// Mode is "namespaces" (the full design), or "fallback" where no user
 	// namespace could be had: rlimits, the uid drop and seccomp only.
 	Mode string `json:"mode"`
@@ -153,6 +161,13 @@ type Isolation struct {
 	Network *NetworkCheck `json:"network"`
 	// Cgroup is "v2", "v1" or "none" (rlimits alone hold).
 	Cgroup string `json:"cgroup"`
+}
+
+// Image names a container image: the reference it was asked for by and the
+// digest the engine resolved it to.
+type Image struct {
+	Ref    string `json:"ref"`
+	Digest string `json:"digest"`
 }
 
 // ProcessStatus is the security state of one process, from its

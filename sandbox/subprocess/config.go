@@ -6,6 +6,7 @@ import (
 
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/host"
 )
 
 // IDRange is the outside uid/gid the child runs as: Count consecutive ids
@@ -86,29 +87,11 @@ const (
 	nobodyID              = 65534
 )
 
-// reservedEnv are the variables the sandbox sets itself.
-var reservedEnv = map[string]bool{
-	"HOME": true, "TMPDIR": true, "PATH": true, "PYTHONDONTWRITEBYTECODE": true,
-	"MALLOC_ARENA_MAX": true, "LC_ALL": true,
-}
-
 // validate runs the configuration checks, in the style of runc's
 // configs/validate: each a small function, the first failure wins.
 func (c *Config) validate(hostUID int) error {
 	checks := []func() error{
-		func() error {
-			for _, name := range c.EnvAllowlist {
-				if name == "" || reservedEnv[name] {
-					return fmt.Errorf("env allowlist: %q is set by the sandbox itself", name)
-				}
-				for _, r := range name {
-					if r == '=' || r == 0 {
-						return fmt.Errorf("env allowlist: bad name %q", name)
-					}
-				}
-			}
-			return nil
-		},
+		func() error { return host.CheckAllowlist(c.EnvAllowlist) },
 		func() error {
 			if c.RunAs.UID == 0 || c.RunAs.GID == 0 {
 				return fmt.Errorf("run as %d:%d: outside uid/gid 0 is never used", c.RunAs.UID, c.RunAs.GID)

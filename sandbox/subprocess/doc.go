@@ -85,6 +85,12 @@
 // with cgroup.kill, and its cpu.stat makes cpu_seconds a whole-run limit.
 // Without one, the backend logs that cpu_seconds holds per process only.
 //
+// What does not depend on how the interpreter was started is the host core
+// both backends share (sandbox/internal/host): request validation, the
+// environment, serving the wire, the output caps, the wall and CPU
+// supervision and the attribution below. This package keeps the processes,
+// the namespaces and the view.
+//
 // Limit attribution follows DESIGN.md §2: the wall timer and the CPU watch
 // are the host's own evidence; SIGXCPU, or SIGKILL with the CPU at its limit,
 // the kernel's; an uncaught MemoryError, EFBIG or a failed thread or process

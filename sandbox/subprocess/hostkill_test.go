@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/sandbox"
 )
 
@@ -72,17 +73,14 @@ func markerAlive(marker string) bool {
 	return false
 }
 
-// ownedBy lists the entries of dir named after the host process pid.
+// ownedBy lists the entries of dir (run directories or run cgroups) named
+// after the host process pid.
 func ownedBy(dir string, pid int) []string {
-	start, err := startTime(pid)
-	if err != nil {
-		return nil
-	}
-	prefix := ownerID{pid, start}.String() + "-"
 	var out []string
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) {
+		head, _, _ := strings.Cut(e.Name(), "-")
+		if o, ok := cgroups.ParseOwner(head); ok && o.PID == pid {
 			out = append(out, filepath.Join(dir, e.Name()))
 		}
 	}

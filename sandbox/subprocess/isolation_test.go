@@ -35,7 +35,7 @@ func run1(t *testing.T, s *Sandbox, req sandbox.Request) *sandbox.Result {
 func TestFilterIsWhatDenies(t *testing.T) {
 	s := newTestSandbox(t, Config{})
 	s.hooks.noSeccomp = true
-	res := run1(t, s, sandbox.Request{Code: contract.DenialProbes})
+	res := run1(t, s, sandbox.Request{Code: contract.DenialProbes("")})
 	var got map[string]any
 	if err := json.Unmarshal(res.Value, &got); err != nil {
 		t.Fatal(err)

@@ -9,13 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/psych-runtime/psych/netns"
 	"github.com/psych-runtime/psych/sandbox"
-	"github.com/psych-runtime/psych/sandbox/wire"
 )
 
 // requireRoot skips where the test needs a root host; CI runs as root.
@@ -39,35 +37,6 @@ func publicTempDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-func TestAttribute(t *testing.T) {
-	signaled := func(sig syscall.Signal) syscall.WaitStatus { return syscall.WaitStatus(sig) }
-	exited := func(code int) syscall.WaitStatus { return syscall.WaitStatus(code << 8) }
-	cases := []struct {
-		name   string
-		ev     evidence
-		limit  sandbox.LimitName
-		source string
-	}{
-		{"clean", evidence{status: exited(0)}, "", ""},
-		{"plain error", evidence{status: exited(1), program: &wire.Failure{Type: "ValueError"}}, "", ""},
-		{"wall first", evidence{wallFired: true, status: signaled(syscall.SIGKILL), program: &wire.Failure{Type: "MemoryError"}}, sandbox.LimitWallSeconds, sandbox.SourceHost},
-		{"cpu watch", evidence{cpuFired: true, status: signaled(syscall.SIGKILL)}, sandbox.LimitCPUSeconds, sandbox.SourceHost},
-		{"sigxcpu", evidence{status: signaled(syscall.SIGXCPU)}, sandbox.LimitCPUSeconds, sandbox.SourceKernel},
-		{"sigkill at cpu limit", evidence{status: signaled(syscall.SIGKILL), cpuUsed: 3, cpuLimit: 2}, sandbox.LimitCPUSeconds, sandbox.SourceKernel},
-		{"sigkill below cpu limit", evidence{status: signaled(syscall.SIGKILL), cpuUsed: 1, cpuLimit: 2}, "", ""},
-		{"memory error", evidence{status: exited(1), program: &wire.Failure{Type: "MemoryError"}}, sandbox.LimitAddressSpaceBytes, sandbox.SourceProgram},
-		{"efbig", evidence{status: exited(1), program: &wire.Failure{Type: "OSError", Errno: 27}}, sandbox.LimitFileSizeBytes, sandbox.SourceProgram},
-		{"thread start", evidence{status: exited(1), program: &wire.Failure{Type: "RuntimeError", Message: "can't start new thread"}}, sandbox.LimitProcessCount, sandbox.SourceProgram},
-		{"fork eagain", evidence{status: exited(1), program: &wire.Failure{Type: "BlockingIOError", Errno: 11}}, sandbox.LimitProcessCount, sandbox.SourceProgram},
-		{"other runtime error", evidence{status: exited(1), program: &wire.Failure{Type: "RuntimeError", Message: "x"}}, "", ""},
-	}
-	for _, c := range cases {
-		if limit, source := attribute(c.ev); limit != c.limit || source != c.source {
-			t.Errorf("%s: got %q/%q, want %q/%q", c.name, limit, source, c.limit, c.source)
-		}
-	}
 }
 
 func TestCheckExecutable(t *testing.T) {

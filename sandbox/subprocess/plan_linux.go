@@ -1,19 +1,17 @@
+//go:build linux && cgo
+
 package subprocess
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/internal/reexec"
-	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/host"
 )
 
 // namespaces are the ones every isolated run gets; the network namespace is
@@ -71,20 +69,7 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 
 // env is the child's environment, built from nothing.
 func (r *run) env(home string) []string {
-	env := []string{
-		"HOME=" + home,
-		"TMPDIR=" + home,
-		"PATH=" + filepath.Dir(r.s.python) + ":/usr/local/bin:/usr/bin:/bin",
-		"PYTHONDONTWRITEBYTECODE=1",
-		"MALLOC_ARENA_MAX=2",
-		"LC_ALL=C.UTF-8",
-	}
-	for _, name := range r.s.cfg.EnvAllowlist {
-		if v, ok := os.LookupEnv(name); ok {
-			env = append(env, name+"="+v)
-		}
-	}
-	return env
+	return host.Env(home, filepath.Dir(r.s.python)+":/usr/local/bin:/usr/bin:/bin", r.s.cfg.EnvAllowlist)
 }
 
 // rlimits are the per-process limits, set by the init before it drops its
@@ -116,6 +101,7 @@ func (r *run) rlimits() []reexec.Rlimit {
 // the maps. It runs before the start frame is sent.
 func (r *run) attest() {
 	iso := &r.iso
+	iso.Backend = "subprocess"
 	iso.Mode = "fallback"
 	if r.s.userns {
 		iso.Mode = "namespaces"
@@ -128,93 +114,17 @@ func (r *run) attest() {
 	if r.s.landlock != 0 {
 		iso.LandlockScoped = []string{"abstract_unix_socket", "signal"}
 	}
-	iso.Init = readStatus(r.proc.InitPID)
+	iso.Init = host.ReadStatus(r.proc.InitPID)
 	pid := r.proc.InterpPID
 	if pid == 0 {
 		return
 	}
-	iso.Interpreter = readStatus(pid)
-	iso.Namespaces = []string{}
-	for _, ns := range nsKinds {
-		mine := r.s.hostNS[ns]
-		theirs, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, ns))
-		if mine != "" && err == nil && mine != theirs {
-			iso.Namespaces = append(iso.Namespaces, ns)
-		}
-	}
+	iso.Interpreter = host.ReadStatus(pid)
+	iso.Namespaces = host.Namespaces(pid, r.s.hostNS)
 	if r.s.userns {
-		iso.UIDMap = readMap(pid, "uid_map")
-		iso.GIDMap = readMap(pid, "gid_map")
+		iso.UIDMap = host.ReadMap(pid, "uid_map")
+		iso.GIDMap = host.ReadMap(pid, "gid_map")
 	}
-}
-
-// nsKinds are the namespaces the attestation compares with the host's.
-var nsKinds = []string{"user", "mnt", "net", "pid", "ipc", "uts", "cgroup"}
-
-// hostNamespaces reads this process's own namespace links, once per Sandbox.
-func hostNamespaces() map[string]string {
-	m := map[string]string{}
-	for _, ns := range nsKinds {
-		if l, err := os.Readlink("/proc/self/ns/" + ns); err == nil {
-			m[ns] = l
-		}
-	}
-	return m
-}
-
-func readMap(pid int, name string) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
-	if err != nil {
-		return ""
-	}
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		lines = append(lines, strings.Join(strings.Fields(l), " "))
-	}
-	return strings.Join(lines, "\n")
-}
-
-// readStatus reads the security fields of /proc/PID/status.
-func readStatus(pid int) sandbox.ProcessStatus {
-	st := sandbox.ProcessStatus{Seccomp: -1, NoNewPrivs: -1}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return st
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		v = strings.TrimSpace(v)
-		switch k {
-		case "Uid":
-			st.UID = ints(v)
-		case "Gid":
-			st.GID = ints(v)
-		case "Seccomp":
-			st.Seccomp, _ = strconv.Atoi(v)
-		case "Seccomp_filters":
-			st.SeccompFilters, _ = strconv.Atoi(v)
-		case "NoNewPrivs":
-			st.NoNewPrivs, _ = strconv.Atoi(v)
-		case "CapEff":
-			st.CapEff = v
-		case "CapBnd":
-			st.CapBnd = v
-		}
-	}
-	return st
-}
-
-func ints(s string) []int {
-	var out []int
-	for _, f := range strings.Fields(s) {
-		n, _ := strconv.Atoi(f)
-		out = append(out, n)
-	}
-	return out
 }
 
 // checkOthersExec checks that the interpreter file is executable by anyone,

@@ -1,20 +1,18 @@
+//go:build linux && cgo
+
 package subprocess
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -23,6 +21,7 @@ import (
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/netns"
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/host"
 	"github.com/psych-runtime/psych/sandbox/wire"
 	"github.com/psych-runtime/psych/seccomp"
 )
@@ -33,7 +32,7 @@ type Sandbox struct {
 	cfg      Config
 	python   string
 	hostUID  int
-	owner    ownerID
+	owner    cgroups.Owner
 	cg       *cgroups.Manager // nil where no run cgroup can be made
 	cgErr    error            // why not
 	launcher *bootstrap.Launcher
@@ -103,10 +102,10 @@ func New(cfg Config) (*Sandbox, error) {
 			s.ids <- i
 		}
 	}
-	if s.owner, err = selfOwner(); err != nil {
+	if s.owner, err = cgroups.SelfOwner(); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	if err := prepareTmpBase(c.TmpBase, s.hostUID); err != nil {
+	if err := host.PrepareBase(c.TmpBase, s.hostUID); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
 	if c.TmpBytes == 0 {
@@ -144,14 +143,14 @@ func New(cfg Config) (*Sandbox, error) {
 		}
 	}
 	s.landlock = landlockScopes()
-	s.hostNS = hostNamespaces()
+	s.hostNS = host.HostNamespaces()
 	if s.filter, err = seccomp.DefaultFilter(); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	if s.launcher, err = bootstrap.Prepare(python); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
-	removeStale(c.TmpBase)
+	host.RemoveStale(c.TmpBase)
 	cgcfg := c.Cgroups
 	if cgcfg.Logger == nil {
 		cgcfg.Logger = s.log
@@ -188,10 +187,6 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	limits := req.Limits.Merge(s.cfg.DefaultLimits)
-	if err := limits.Validate(); err != nil {
-		return nil, err
-	}
 	switch {
 	case s.cfg.RequireCgroup && s.cg == nil:
 		return nil, fmt.Errorf("a cgroup is required but none can be made here (%v): %w", s.cgErr, sandbox.ErrRefused)
@@ -202,36 +197,24 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 	case s.cfg.RequireNetworkDenial && req.Network:
 		return nil, fmt.Errorf("network denial is required but the request grants the network: %w", sandbox.ErrRefused)
 	}
-	if !utf8.ValidString(req.Code) {
-		return nil, fmt.Errorf("code is not valid UTF-8: %w", sandbox.ErrInvalidRequest)
-	}
-	var decls []sandbox.Binding
-	if req.Bindings != nil {
-		decls = req.Bindings.List()
-		if err := sandbox.ValidateBindings(decls); err != nil {
-			return nil, err
-		}
-	}
-	start, err := wire.Marshal(&wire.Start{V: wire.Version, Code: req.Code, Bindings: decls, MaxFrame: s.cfg.MaxFrameBytes})
-	if err != nil || len(start) > s.cfg.MaxFrameBytes {
-		return nil, fmt.Errorf("code and bindings exceed the %d-byte frame cap: %w", s.cfg.MaxFrameBytes, sandbox.ErrInvalidRequest)
+	hr, err := host.Prepare(req, s.cfg.DefaultLimits, s.cfg.MaxFrameBytes)
+	if err != nil {
+		return nil, err
 	}
 	uid, gid, release, err := s.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	r := &run{s: s, req: req, decls: decls, limits: limits, uid: uid, gid: gid, start: start}
+	r := &run{s: s, req: hr, limits: hr.Limits, uid: uid, gid: gid}
 	return r.execute(ctx)
 }
 
 // run is one execution's state.
 type run struct {
 	s        *Sandbox
-	req      sandbox.Request
-	decls    []sandbox.Binding
+	req      *host.Request
 	limits   sandbox.Limits
-	start    []byte // the start frame's body
 	uid, gid uint32
 
 	dir  string
@@ -241,8 +224,6 @@ type run struct {
 	iso  sandbox.Isolation
 	// netOK is true only when this run's own namespace was verified.
 	netOK bool
-	// What the host sampled of the run's cgroup.
-	pidsPeak, oomKills, pidsMax int64
 }
 
 // execute sets up, runs and tears down; every resource it creates is
@@ -251,12 +232,12 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	s := r.s
 	var err error
 	name := strconv.FormatUint(s.seq.Add(1), 10)
-	if r.dir, err = newRunDir(s.cfg.TmpBase, s.owner, r.uid, r.gid, s.hostUID == 0); err != nil {
+	if r.dir, err = host.NewRunDir(s.cfg.TmpBase, s.owner, 0o700, s.hostUID == 0, r.uid, r.gid); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	defer func() {
 		// Only after every process of the run is dead (see teardown).
-		if err := removeAll(r.dir); err != nil {
+		if err := host.RemoveAll(r.dir); err != nil {
 			retErr = errors.Join(retErr, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err))
 		}
 	}()
@@ -336,110 +317,30 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	var exit reexec.Exit
 	exited := make(chan struct{})
 	go func() { exit, _ = r.proc.Wait(); close(exited) }()
-	killed := false
-	var srv *server
-	kill := func() {
-		killed = true
-		srv.hostKilled.Store(true)
-		r.killTree()
+	setup := host.Setup{
+		Request: r.req, Wire: r.host, MaxFrame: s.cfg.MaxFrameBytes, MaxOutput: s.cfg.MaxOutputBytes,
+		Stdout: outR, Stderr: errR, Exited: exited, Kill: r.killTree, Started: started,
 	}
-	var stdout, stderr capture
-	stdout.max, stderr.max = s.cfg.MaxOutputBytes, s.cfg.MaxOutputBytes
-	var drains sync.WaitGroup
-	drains.Add(2)
-	go func() { defer drains.Done(); stdout.drain(outR) }()
-	go func() { defer drains.Done(); stderr.drain(errR) }()
-
-	runCtx, cancelRun := context.WithCancel(ctx)
-	defer cancelRun()
-	srv = &server{
-		start:    r.start,
-		dec:      wire.NewDecoder(bufio.NewReaderSize(r.host, 64<<10), s.cfg.MaxFrameBytes),
-		enc:      wire.NewEncoder(r.host, s.cfg.MaxFrameBytes),
-		bindings: r.req.Bindings, names: map[string]bool{},
-		violation: make(chan struct{}),
-	}
-	for _, b := range r.decls {
-		srv.names[b.Name] = true
-	}
-	served := make(chan struct{})
-	go func() { srv.serve(runCtx); close(served) }()
-
-	wall := time.NewTimer(time.Duration(r.limits.WallSeconds * float64(time.Second)))
-	defer wall.Stop()
-	var cpuTick <-chan time.Time
 	if r.cg != nil {
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		cpuTick = t.C
+		setup.Meter = r.cg
 	}
-	var ev evidence
-	ev.cpuLimit = r.limits.CPUSeconds
-	cpuLimit := time.Duration(r.limits.CPUSeconds * float64(time.Second))
-	violation := srv.violation
-	done := ctx.Done()
-	cancelled := false
-wait:
-	for {
-		select {
-		case <-exited:
-			break wait
-		case <-wall.C:
-			ev.wallFired = !killed
-			kill()
-		case <-cpuTick:
-			if killed {
-				break
-			}
-			st, err := r.cg.Stats()
-			if err != nil {
-				break
-			}
-			r.sample(&st)
-			switch {
-			case st.OOMKills > 0:
-				// One OOM kill ends the run: a program that lost a
-				// process to the cap has hit it.
-				ev.oomFired = true
-				kill()
-			case st.CPUKnown && st.CPU >= cpuLimit:
-				ev.cpuFired = true
-				kill()
-			}
-		case <-violation:
-			violation = nil
-			kill()
-		case <-done:
-			// Kill, then tear down exactly as after any other end, so
-			// nothing of the run outlives Run.
-			done, cancelled = nil, true
-			kill()
-		}
-	}
-	finished := time.Now()
-	ev.status = exit.Status
-	usage := r.usage(&exit)
-	ev.cpuUsed = usage.CPUSeconds
-	ev.oomKills, ev.pidsMaxEvents = r.oomKills, r.pidsMax
-	cancelRun()
+	e := host.Begin(ctx, setup)
+	cancelled := e.Supervise(ctx)
+	ru := exit.Rusage
+	usage := e.Usage(sandbox.Usage{
+		CPUSeconds:      time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds(),
+		PeakMemoryBytes: ru.Maxrss << 10,
+	}, 1) // the init is not the program's
 	r.teardown(outR, errR)
-	<-served
-	drains.Wait()
-	if cancelled {
-		return nil, ctx.Err()
-	}
-
-	res = &sandbox.Result{
-		Stdout: stdout.text(), Stderr: stderr.text(),
-		StdoutTruncated: stdout.truncated, StderrTruncated: stderr.truncated,
-		Duration:      finished.Sub(started),
-		NetworkDenied: r.netOK,
-		Usage:         usage,
+	e.Finish()
+	if cancelled != nil {
+		return nil, cancelled
 	}
 	iso := r.iso
-	res.Isolation = &iso
-	r.describe(res, srv, &ev)
-	return res, nil
+	return e.Result(host.Outcome{
+		Status: host.WaitStatus(exit.Status), Usage: usage,
+		NetworkDenied: r.netOK, Isolation: &iso,
+	}), nil
 }
 
 // ready runs between the init's creation and the go-ahead: it verifies the
@@ -520,194 +421,4 @@ func (r *run) waitEmpty(d time.Duration) bool {
 		}
 	}
 	return false
-}
-
-// sample keeps what the host must watch for itself: the most tasks seen
-// (where the kernel keeps no pids.peak) and the kernel's event counters.
-func (r *run) sample(st *cgroups.Stats) {
-	if st.PidsCurrent > r.pidsPeak {
-		r.pidsPeak = st.PidsCurrent
-	}
-	r.oomKills = max(r.oomKills, st.OOMKills)
-	r.pidsMax = max(r.pidsMax, st.PidsMaxEvents)
-}
-
-// usage is what the whole run consumed: from its cgroup where it has one,
-// else from the init's rusage, which covers every process it reaped (peak
-// memory is then the largest single process's, and peak processes unknown).
-func (r *run) usage(ex *reexec.Exit) *sandbox.Usage {
-	ru := ex.Rusage
-	u := &sandbox.Usage{
-		CPUSeconds:      time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds(),
-		PeakMemoryBytes: ru.Maxrss << 10,
-	}
-	if r.cg == nil {
-		return u
-	}
-	st, err := r.cg.Stats()
-	if err != nil {
-		return u
-	}
-	r.sample(&st)
-	if st.CPUKnown {
-		u.CPUSeconds = st.CPU.Seconds()
-	}
-	if st.MemoryPeakKnown {
-		u.PeakMemoryBytes = st.MemoryPeak
-	}
-	peak := r.pidsPeak
-	if st.PidsPeakKnown {
-		peak = max(peak, st.PidsPeak)
-	}
-	if r.pidsMax > 0 {
-		peak = int64(r.limits.ProcessCount) + 1 // the kernel refused a task at the cap
-	}
-	u.PeakProcesses = max(peak-1, 0) // the init is not the program's
-	return u
-}
-
-// describe fills the result's value, failure and limit from what the host
-// observed and, where nothing host-side explains the end, what the program
-// reported.
-func (r *run) describe(res *sandbox.Result, srv *server, ev *evidence) {
-	st := ev.status
-	if srv.protoErr == nil && srv.result != nil {
-		res.Value = srv.result.Value
-		ev.program = srv.result.Failure
-	}
-	res.LimitHit, res.LimitSource = attribute(*ev)
-	var f *sandbox.Failure
-	switch {
-	case ev.wallFired:
-		f = &sandbox.Failure{Type: sandbox.FailureWallTimeout, Message: fmt.Sprintf("the run exceeded its wall limit of %gs", r.limits.WallSeconds)}
-	case res.LimitHit == sandbox.LimitCPUSeconds:
-		f = &sandbox.Failure{Type: sandbox.FailureCPUTimeout, Message: fmt.Sprintf("the run exceeded its CPU limit of %gs", r.limits.CPUSeconds)}
-	case srv.protoErr != nil:
-		f = &sandbox.Failure{Type: sandbox.FailureProtocol, Message: srv.protoErr.Error()}
-	case ev.program != nil:
-		p := ev.program
-		f = &sandbox.Failure{Type: p.Type, Message: p.Message, Traceback: p.Traceback}
-	case srv.result == nil && st.Signaled():
-		f = &sandbox.Failure{Type: sandbox.FailureSignal, Message: "the interpreter was killed by " + unix.SignalName(st.Signal()) + " before it sent a result"}
-	case srv.result == nil:
-		f = &sandbox.Failure{Type: sandbox.FailureExit, Message: fmt.Sprintf("the interpreter exited with status %d before it sent a result", st.ExitStatus())}
-	case st.Signaled() || st.ExitStatus() != 0:
-		f = &sandbox.Failure{Type: sandbox.FailureExit, Message: "the interpreter ended abnormally after its result: " + statusText(st)}
-	}
-	if f != nil {
-		if st.Signaled() {
-			f.Signal = sandbox.SignalName(unix.SignalName(st.Signal()))
-		} else {
-			code := st.ExitStatus()
-			f.ExitCode = &code
-		}
-		res.Value = nil
-		if srv.protoErr == nil && srv.result != nil && ev.program == nil {
-			res.Value = srv.result.Value
-		}
-	}
-	res.Failure = f
-}
-
-func statusText(st syscall.WaitStatus) string {
-	if st.Signaled() {
-		return "killed by " + unix.SignalName(st.Signal())
-	}
-	return fmt.Sprintf("exit status %d", st.ExitStatus())
-}
-
-// server answers the program's frames. It reads every frame as hostile: a
-// malformed, oversized, unexpected or duplicate one is a protocol violation
-// that ends the run.
-type server struct {
-	start     []byte // the start frame's body, sent first
-	dec       *wire.Decoder
-	enc       *wire.Encoder
-	bindings  sandbox.Bindings
-	names     map[string]bool
-	violation chan struct{} // closed on the first protocol violation
-	// hostKilled is set when the host itself ended the run: a frame cut
-	// short then is not the program's violation.
-	hostKilled atomic.Bool
-
-	result   *wire.Result
-	protoErr error
-	lastID   uint64
-	anyCall  bool
-}
-
-func (v *server) fail(err error) {
-	v.protoErr = err
-	close(v.violation)
-}
-
-func (v *server) serve(ctx context.Context) {
-	// Sent here, not before the host starts watching: a child that does not
-	// read it is still bound by the wall limit and the context. A start that
-	// cannot be written means the interpreter is gone; its status tells why.
-	if err := v.enc.WriteBody(v.start); err != nil {
-		return
-	}
-	for {
-		m, err := v.dec.Next()
-		if err != nil {
-			// EOF, or the host closed the socket at teardown: the end. A
-			// decoding error is the program's violation.
-			if errors.Is(err, wire.ErrFrameTooLarge) || errors.Is(err, wire.ErrMalformed) ||
-				errors.Is(err, wire.ErrUnknownType) || errors.Is(err, wire.ErrTruncated) && v.result == nil && !v.hostKilled.Load() {
-				v.fail(fmt.Errorf("protocol: %w", err))
-			}
-			return
-		}
-		switch m := m.(type) {
-		case *wire.Call:
-			switch {
-			case v.result != nil:
-				v.fail(errors.New("protocol: call after result"))
-				return
-			case v.anyCall && m.ID <= v.lastID:
-				v.fail(fmt.Errorf("protocol: call id %d repeats or goes back (last %d)", m.ID, v.lastID))
-				return
-			case !v.names[m.Name]:
-				v.fail(fmt.Errorf("protocol: call to undeclared binding %.64q", m.Name))
-				return
-			}
-			v.anyCall, v.lastID = true, m.ID
-			err := v.enc.Encode(v.call(ctx, m))
-			if errors.Is(err, wire.ErrFrameTooLarge) {
-				err = v.enc.Encode(errorReply(m, "the host's reply to "+m.Name+" exceeds the frame cap"))
-			}
-			if err != nil {
-				return // the program is gone
-			}
-		case *wire.Result:
-			if v.result != nil {
-				v.fail(errors.New("protocol: second result"))
-				return
-			}
-			v.result = m
-		default:
-			v.fail(fmt.Errorf("protocol: unexpected %T frame from the program", m))
-			return
-		}
-	}
-}
-
-// call runs one binding. Its errors go back to the program as BindingError.
-func (v *server) call(ctx context.Context, c *wire.Call) *wire.Reply {
-	out, err := v.bindings.Call(ctx, c.Name, c.Args)
-	if err != nil {
-		return errorReply(c, err.Error())
-	}
-	if len(out) == 0 {
-		out = json.RawMessage("null")
-	}
-	if !json.Valid(out) {
-		return errorReply(c, "the host's reply to "+c.Name+" is not valid JSON")
-	}
-	return &wire.Reply{ID: c.ID, Value: out}
-}
-
-func errorReply(c *wire.Call, msg string) *wire.Reply {
-	return &wire.Reply{ID: c.ID, Error: &wire.ReplyError{Type: "BindingError", Message: msg}}
 }

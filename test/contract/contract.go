@@ -45,7 +45,26 @@ type Backend struct {
 	// isolation cases are then skipped with that reason. It must be empty
 	// wherever isolation can exist.
 	NoIsolation string
+
+	// The honest differences between backends, each checked as declared,
+	// never skipped. The README lists them.
+
+	// Namespaces are the namespaces the attestation must list as not
+	// shared with the host. Nil: user, mnt, net, pid, ipc, uts and cgroup.
+	Namespaces []string
+	// HostUIDs says the program's ids are the host's own (no user
+	// namespace: the uid map is the identity map), as under an engine that
+	// cannot give a run a user namespace. The run uid must still not be 0.
+	// False: a user namespace maps the program's uid to a non-zero
+	// outside uid, and uid 0 is not mapped.
+	HostUIDs bool
+	// Arch is the architecture the program runs on, which numbers the raw
+	// syscalls of the denial probes. Empty: runtime.GOARCH.
+	Arch string
 }
+
+// AllNamespaces are the namespaces of a fully isolated subprocess run.
+var AllNamespaces = []string{"user", "mnt", "net", "pid", "ipc", "uts", "cgroup"}
 
 // TimeScale is PSYCH_TIME_SCALE where it is a positive number, else 1: the
 // factor by which tests on a slow host (an emulated VM) stretch time bounds.
@@ -81,6 +100,7 @@ func Run(t *testing.T, b Backend) {
 		{"Environment", s.environment},
 		{"SetsidGrandchild", s.setsidGrandchild},
 		{"ContextCancel", s.contextCancel},
+		{"ReservedNames", s.reservedNames},
 		{"Bindings", s.bindings},
 		{"BindingLoop", s.bindingLoop},
 		{"BindingError", s.bindingError},
@@ -429,6 +449,33 @@ func (s *suite) contextCancel(t *testing.T) {
 	if left := processesWith(m); len(left) > 0 {
 		t.Fatalf("processes survived a cancelled Run: %v", left)
 	}
+}
+
+// reservedNames: a binding name the rule refuses (sandbox.CheckName) is
+// ErrInvalidRequest at Run, and nothing runs.
+func (s *suite) reservedNames(t *testing.T) {
+	sb := s.b.New(t, Options{})
+	m := marker()
+	for _, name := range []string{"__spec__", "run_code", "BindingError", "class", "__"} {
+		res, err := sb.Run(context.Background(), sandbox.Request{
+			Code:     detachCode(m),
+			Bindings: namedBindings{name},
+		})
+		if !errors.Is(err, sandbox.ErrInvalidRequest) || res != nil {
+			t.Errorf("binding %q: %v, %+v; want ErrInvalidRequest and no result", name, err, res)
+		}
+	}
+	if left := processesWith(m); len(left) > 0 {
+		t.Fatalf("a refused request ran: %v", left)
+	}
+}
+
+// namedBindings declares one binding of the given name.
+type namedBindings struct{ name string }
+
+func (b namedBindings) List() []sandbox.Binding { return []sandbox.Binding{{Name: b.name}} }
+func (namedBindings) Call(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+	return nil, errors.New("never called")
 }
 
 func (s *suite) bindings(t *testing.T) {

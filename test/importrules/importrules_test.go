@@ -74,6 +74,19 @@ func TestImportRules(t *testing.T) {
 				}
 			}
 		}
+		// The shared host core links neither backend, and neither backend
+		// the other.
+		if under(path, "sandbox/internal") {
+			for _, d := range p.Deps {
+				if under(d, "sandbox/subprocess", "sandbox/container") {
+					t.Errorf("the host core %s depends on the backend %s", path, d)
+				}
+			}
+		}
+		if under(path, "sandbox/subprocess") && slices.ContainsFunc(p.Deps, func(d string) bool { return under(d, "sandbox/container") }) ||
+			under(path, "sandbox/container") && slices.ContainsFunc(p.Deps, func(d string) bool { return under(d, "sandbox/subprocess") }) {
+			t.Errorf("backend %s depends on the other backend", path)
+		}
 		// The leaves import nothing of this module.
 		if under(path, "cgroups", "seccomp", "netns") {
 			for _, d := range p.Deps {
@@ -86,6 +99,9 @@ func TestImportRules(t *testing.T) {
 	// A positive control: the lists are real.
 	if sub := pkgs[module+"/sandbox/subprocess"]; !slices.Contains(sub.Deps, module+"/cgroups") {
 		t.Fatalf("go list shows no dependency of sandbox/subprocess on cgroups: %v", sub.Deps)
+	}
+	if sub := pkgs[module+"/sandbox/subprocess"]; !slices.Contains(sub.Deps, module+"/sandbox/internal/host") {
+		t.Fatalf("go list shows no dependency of sandbox/subprocess on the host core: %v", sub.Deps)
 	}
 	if checked < 7 {
 		t.Fatalf("checked only %d sandbox packages", checked)

@@ -1,0 +1,26 @@
+// Package host is the host side of one execution that every backend shares:
+// everything between "the interpreter exists, holding one end of the wire"
+// and "here is the Result", none of which depends on how the interpreter was
+// started or isolated.
+//
+//   - Prepare validates a Request (limits merged and in range, the code valid
+//     UTF-8, the bindings' names by sandbox.CheckName, the start frame under
+//     the frame cap) and Env builds the child's environment from nothing.
+//   - Server serves the wire: it sends the start frame, answers the
+//     program's binding calls one at a time, takes its one result frame,
+//     and ends the run on any malformed, oversized, unexpected or duplicate
+//     frame. Every byte from the program is hostile.
+//   - Capture drains stdout and stderr under a cap, reading on past it.
+//   - Execution runs the supervision loop: the wall clock (pausable, for a
+//     run frozen while a person approves a call), the whole-run CPU and OOM
+//     watch on the run's cgroup, the context, protocol violations; and then
+//     the attribution of limit_hit and the failure description, over a
+//     backend-neutral ExitStatus.
+//   - ReadStatus, ReadMap and Namespaces read the attestation from /proc.
+//   - NewRunDir and RemoveStale keep per-run directories, named after their
+//     owner (cgroups.Owner), so a later host removes only a dead host's.
+//
+// What it refuses: nothing a frame says changes what the host measured; a
+// Bindings reply that is not JSON, or over the frame cap, reaches the
+// program as a BindingError, never as a corrupt frame.
+package host

@@ -1,0 +1,54 @@
+package host
+
+import (
+	"fmt"
+	"os"
+	"slices"
+)
+
+// SandboxEnv are the variables every backend sets itself: HOME, TMPDIR and
+// the working directory are the run's own tmpfs; PATH leads to the
+// interpreter; PYTHONDONTWRITEBYTECODE=1 writes no bytecode; MALLOC_ARENA_MAX=2
+// keeps glibc's per-thread arenas from exhausting RLIMIT_AS; LC_ALL=C.UTF-8
+// makes the interpreter's encoding UTF-8 without CPython's locale coercion
+// adding a variable of its own. An allowlist may not name them.
+var sandboxEnv = []string{"HOME", "TMPDIR", "PATH", "PYTHONDONTWRITEBYTECODE", "MALLOC_ARENA_MAX", "LC_ALL"}
+
+// SandboxEnv returns the names of the variables the sandbox sets itself.
+func SandboxEnv() []string { return slices.Clone(sandboxEnv) }
+
+// CheckAllowlist refuses an allowlist that names a variable the sandbox sets
+// itself, an empty name, or a name with '=' or NUL in it.
+func CheckAllowlist(names []string) error {
+	for _, name := range names {
+		if name == "" || slices.Contains(sandboxEnv, name) {
+			return fmt.Errorf("env allowlist: %q is set by the sandbox itself", name)
+		}
+		for _, r := range name {
+			if r == '=' || r == 0 {
+				return fmt.Errorf("env allowlist: bad name %q", name)
+			}
+		}
+	}
+	return nil
+}
+
+// Env is the child's environment, built from nothing: the sandbox's own
+// variables, then each allowlisted host variable that is set, with the
+// host's value now.
+func Env(home, path string, allowlist []string) []string {
+	env := []string{
+		"HOME=" + home,
+		"TMPDIR=" + home,
+		"PATH=" + path,
+		"PYTHONDONTWRITEBYTECODE=1",
+		"MALLOC_ARENA_MAX=2",
+		"LC_ALL=C.UTF-8",
+	}
+	for _, name := range allowlist {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
+}

@@ -1,0 +1,239 @@
+package host
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/psych-runtime/psych/cgroups"
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+// Meter reads a run's whole-run counters; a *cgroups.Run is one.
+type Meter interface {
+	Stats() (cgroups.Stats, error)
+}
+
+// Setup is what a backend hands the core once the interpreter exists.
+type Setup struct {
+	Request *Request
+	// Wire is the host's end of the program's channel.
+	Wire io.ReadWriter
+	// MaxFrame caps a frame, MaxOutput each of stdout and stderr.
+	MaxFrame, MaxOutput int
+	// Stdout and Stderr are drained under the cap until their end. Nil: the
+	// backend copies the streams into Execution.Stdout and Stderr itself.
+	Stdout, Stderr io.Reader
+	// Exited is closed once the run's processes are gone.
+	Exited <-chan struct{}
+	// Kill kills every process of the run. It may be called more than once,
+	// also after the run ended.
+	Kill func()
+	// Meter watches the whole run's CPU, OOM kills and tasks; nil where the
+	// run has no cgroup (RLIMIT_CPU alone then holds the CPU limit).
+	Meter Meter
+	// Started is when the backend began to start the run.
+	Started time.Time
+}
+
+// CPUPoll is how often the whole-run CPU and OOM counters are read.
+const CPUPoll = 50 * time.Millisecond
+
+// Evidence is what the host itself observed about how a run ended.
+type Evidence struct {
+	WallFired bool // the wall clock ran out and the host killed the run
+	CPUFired  bool // the whole-run CPU watch killed the run
+	OOMFired  bool // the host killed the run on the cgroup's first OOM kill
+	// The run cgroup's counters, as last read.
+	OOMKills, PidsMaxEvents int64
+	// PidsPeak is the most tasks sampled, for kernels that keep no pids.peak.
+	PidsPeak int64
+}
+
+// Execution is the host side of one run: it serves the wire, drains the
+// output, supervises the limits and builds the Result. Begin starts it,
+// Supervise waits for the end, Finish waits for the wire and the output,
+// and Result describes it.
+type Execution struct {
+	s              Setup
+	srv            *Server
+	Stdout, Stderr Capture
+	clock          *WallClock
+	cancel         context.CancelFunc
+	served         chan struct{}
+	drains         sync.WaitGroup
+	killOnce       sync.Once
+	ev             Evidence
+	ended          time.Time
+	cancelled      bool
+}
+
+// Begin starts serving the wire and draining the output. The wall clock
+// starts now.
+func Begin(ctx context.Context, s Setup) *Execution {
+	e := &Execution{s: s, served: make(chan struct{})}
+	e.Stdout.Max, e.Stderr.Max = s.MaxOutput, s.MaxOutput
+	for _, d := range []struct {
+		r io.Reader
+		c *Capture
+	}{{s.Stdout, &e.Stdout}, {s.Stderr, &e.Stderr}} {
+		if d.r != nil {
+			e.drains.Add(1)
+			go func() { defer e.drains.Done(); d.c.Drain(d.r) }()
+		}
+	}
+	e.srv = NewServer(s.Wire, s.Request, s.MaxFrame)
+	var serveCtx context.Context
+	serveCtx, e.cancel = context.WithCancel(ctx)
+	go func() { defer close(e.served); e.srv.Serve(serveCtx) }()
+	e.clock = NewWallClock(time.Duration(s.Request.Limits.WallSeconds * float64(time.Second)))
+	return e
+}
+
+// Clock is the run's wall clock; pause it while the run is frozen.
+func (e *Execution) Clock() *WallClock { return e.clock }
+
+// kill ends the run on the host's own account.
+func (e *Execution) kill() {
+	e.killOnce.Do(e.srv.HostKilled)
+	e.s.Kill()
+}
+
+// Supervise waits until the run's processes are gone, killing them at the
+// first of: the wall limit, the whole-run CPU limit, an OOM kill in the run,
+// a protocol violation, or ctx ending. It returns ctx's error when ctx ended
+// first (the run is then killed and must still be torn down), else nil.
+func (e *Execution) Supervise(ctx context.Context) error {
+	var tick <-chan time.Time
+	if e.s.Meter != nil {
+		t := time.NewTicker(CPUPoll)
+		defer t.Stop()
+		tick = t.C
+	}
+	cpuLimit := time.Duration(e.s.Request.Limits.CPUSeconds * float64(time.Second))
+	wall, violation, done := e.clock.C(), e.srv.Violation(), ctx.Done()
+	killed := false
+	kill := func() { killed = true; e.kill() }
+	for {
+		select {
+		case <-e.s.Exited:
+			e.ended = time.Now()
+			e.clock.Stop()
+			e.cancel() // a binding call still in flight ends with the run
+			if e.cancelled {
+				return ctx.Err()
+			}
+			return nil
+		case <-wall:
+			wall = nil
+			e.ev.WallFired = !killed
+			kill()
+		case <-tick:
+			if killed {
+				break
+			}
+			st, err := e.s.Meter.Stats()
+			if err != nil {
+				break
+			}
+			e.Sample(&st)
+			switch {
+			case st.OOMKills > 0:
+				// One OOM kill ends the run: a program that lost a process
+				// to the cap has hit it.
+				e.ev.OOMFired = true
+				kill()
+			case st.CPUKnown && st.CPU >= cpuLimit:
+				e.ev.CPUFired = true
+				kill()
+			}
+		case <-violation:
+			violation = nil
+			kill()
+		case <-done:
+			// Kill, then go on until the end as after any other, so the
+			// backend tears down exactly as always.
+			done, e.cancelled = nil, true
+			kill()
+		}
+	}
+}
+
+// Sample keeps what the host must watch for itself: the most tasks seen
+// (where the kernel keeps no pids.peak) and the kernel's event counters.
+func (e *Execution) Sample(st *cgroups.Stats) {
+	e.ev.PidsPeak = max(e.ev.PidsPeak, st.PidsCurrent)
+	e.ev.OOMKills = max(e.ev.OOMKills, st.OOMKills)
+	e.ev.PidsMaxEvents = max(e.ev.PidsMaxEvents, st.PidsMaxEvents)
+}
+
+// Evidence is what the host observed so far.
+func (e *Execution) Evidence() Evidence { return e.ev }
+
+// Finish stops serving and waits for the server and the output drains. The
+// backend calls it after its processes are gone and the streams closed.
+func (e *Execution) Finish() {
+	e.cancel()
+	<-e.served
+	e.drains.Wait()
+}
+
+// Usage is what the whole run consumed: the meter's final read where there
+// is one, over fallback (what the backend measured without it: the init's
+// rusage, say). ownTasks is the number of tasks of the backend's own (its
+// init) that the cgroup counts beside the program's.
+func (e *Execution) Usage(fallback sandbox.Usage, ownTasks int64) *sandbox.Usage {
+	u := fallback
+	if e.s.Meter == nil {
+		return &u
+	}
+	st, err := e.s.Meter.Stats()
+	if err != nil {
+		return &u
+	}
+	e.Sample(&st)
+	if st.CPUKnown {
+		u.CPUSeconds = st.CPU.Seconds()
+	}
+	if st.MemoryPeakKnown {
+		u.PeakMemoryBytes = st.MemoryPeak
+	}
+	peak := e.ev.PidsPeak
+	if st.PidsPeakKnown {
+		peak = max(peak, st.PidsPeak)
+	}
+	if e.ev.PidsMaxEvents > 0 {
+		// The kernel refused a task at the cap.
+		peak = int64(e.s.Request.Limits.ProcessCount) + ownTasks
+	}
+	u.PeakProcesses = max(peak-ownTasks, 0)
+	return &u
+}
+
+// Outcome is what the backend knows of the run's end.
+type Outcome struct {
+	Status        ExitStatus
+	Usage         *sandbox.Usage
+	NetworkDenied bool
+	Isolation     *sandbox.Isolation
+}
+
+// Result builds the run's Result from the output, the wire, the host's own
+// evidence and o. Call it after Finish.
+func (e *Execution) Result(o Outcome) *sandbox.Result {
+	res := &sandbox.Result{
+		Stdout: e.Stdout.Text(), Stderr: e.Stderr.Text(),
+		StdoutTruncated: e.Stdout.Truncated(), StderrTruncated: e.Stderr.Truncated(),
+		Duration:      e.ended.Sub(e.s.Started),
+		NetworkDenied: o.NetworkDenied,
+		Usage:         o.Usage,
+		Isolation:     o.Isolation,
+	}
+	cpuUsed := 0.0
+	if o.Usage != nil {
+		cpuUsed = o.Usage.CPUSeconds
+	}
+	describe(res, e.s.Request.Limits, e.srv, Ending{Evidence: e.ev, Status: o.Status, CPUUsed: cpuUsed})
+	return res
+}

@@ -1,0 +1,235 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/psych-runtime/psych/cgroups"
+	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/wire"
+)
+
+func TestCapture(t *testing.T) {
+	c := Capture{Max: 10}
+	c.Drain(io.MultiReader(strings.NewReader("hello "), strings.NewReader("world, and more")))
+	if c.Text() != "hello worl" || !c.Truncated() {
+		t.Fatalf("kept %q truncated=%v", c.Text(), c.Truncated())
+	}
+	d := Capture{Max: 10}
+	d.Write([]byte("ab\xffc"))
+	if d.Text() != "ab\uFFFDc" || d.Truncated() {
+		t.Fatalf("kept %q truncated=%v", d.Text(), d.Truncated())
+	}
+	if n, err := d.Write(bytes.Repeat([]byte("x"), 100)); n != 100 || err != nil {
+		t.Fatalf("write past the cap: %d, %v; want all of it taken", n, err)
+	}
+}
+
+func TestEnv(t *testing.T) {
+	t.Setenv("PSYCH_HOST_TEST_ALLOWED", "yes")
+	t.Setenv("PSYCH_HOST_TEST_SECRET", "no")
+	env := Env("/tmp", "/usr/bin", []string{"PSYCH_HOST_TEST_ALLOWED", "PSYCH_HOST_TEST_UNSET"})
+	var names []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		names = append(names, k)
+	}
+	want := append(SandboxEnv(), "PSYCH_HOST_TEST_ALLOWED")
+	slices.Sort(names)
+	slices.Sort(want)
+	if !slices.Equal(names, want) {
+		t.Fatalf("env %v, want exactly %v", names, want)
+	}
+	for _, bad := range [][]string{{"HOME"}, {"LC_ALL"}, {""}, {"A=B"}, {"A\x00"}} {
+		if err := CheckAllowlist(bad); err == nil {
+			t.Errorf("CheckAllowlist(%q) accepted", bad)
+		}
+	}
+	if err := CheckAllowlist([]string{"LANG", "TZ"}); err != nil {
+		t.Errorf("CheckAllowlist: %v", err)
+	}
+}
+
+type echoBindings struct{ reply json.RawMessage }
+
+func (echoBindings) List() []sandbox.Binding {
+	return []sandbox.Binding{{Name: "echo"}}
+}
+func (b echoBindings) Call(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	if b.reply != nil {
+		return b.reply, nil
+	}
+	if name == "echo" {
+		return args, nil
+	}
+	return nil, errors.New("no such binding")
+}
+
+func TestPrepare(t *testing.T) {
+	d := sandbox.DefaultLimits().Merge(sandbox.DefaultLimits())
+	r, err := Prepare(sandbox.Request{Code: "1", Bindings: echoBindings{}, Limits: sandbox.Limits{WallSeconds: 2}}, d, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Limits.WallSeconds != 2 || r.Limits.CPUSeconds != 10 || len(r.Decls) != 1 {
+		t.Fatalf("prepared %+v", r)
+	}
+	m, err := wire.Unmarshal(r.Start)
+	if st, ok := m.(*wire.Start); err != nil || !ok || st.Code != "1" || st.MaxFrame != 4096 {
+		t.Fatalf("start frame %s: %v", r.Start, err)
+	}
+	for name, req := range map[string]sandbox.Request{
+		"bad utf-8":     {Code: "\xff"},
+		"over the cap":  {Code: strings.Repeat("#", 5000)},
+		"bad limit":     {Code: "1", Limits: sandbox.Limits{WallSeconds: -1}},
+		"reserved name": {Code: "1", Bindings: reservedBindings{}},
+	} {
+		if _, err := Prepare(req, d, 4096); !errors.Is(err, sandbox.ErrInvalidRequest) {
+			t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
+		}
+	}
+}
+
+type reservedBindings struct{ echoBindings }
+
+func (reservedBindings) List() []sandbox.Binding { return []sandbox.Binding{{Name: "__spec__"}} }
+
+// serve runs a Server against frames the test writes as the program.
+func serve(t *testing.T, b sandbox.Bindings, program func(enc *wire.Encoder, dec *wire.Decoder, raw net.Conn)) *Server {
+	t.Helper()
+	req, err := Prepare(sandbox.Request{Code: "x", Bindings: b}, sandbox.DefaultLimits(), wire.DefaultMaxFrame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostEnd, child := net.Pipe()
+	srv := NewServer(hostEnd, req, 4096)
+	done := make(chan struct{})
+	go func() { srv.Serve(context.Background()); close(done) }()
+	dec, enc := wire.NewDecoder(child, 4096), wire.NewEncoder(child, 4096)
+	if m, err := dec.Next(); err != nil {
+		t.Fatalf("no start frame: %v", err)
+	} else if _, ok := m.(*wire.Start); !ok {
+		t.Fatalf("first frame %T", m)
+	}
+	program(enc, dec, child)
+	child.Close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after the program's end")
+	}
+	return srv
+}
+
+func TestServer(t *testing.T) {
+	srv := serve(t, echoBindings{}, func(enc *wire.Encoder, dec *wire.Decoder, _ net.Conn) {
+		enc.Encode(&wire.Call{ID: 1, Name: "echo", Args: json.RawMessage(`{"a":1}`)})
+		m, err := dec.Next()
+		if r, ok := m.(*wire.Reply); err != nil || !ok || string(r.Value) != `{"a":1}` {
+			t.Errorf("reply %#v, %v", m, err)
+		}
+		enc.Encode(&wire.Result{Value: json.RawMessage(`7`)})
+	})
+	if srv.ProtocolError() != nil || srv.Result() == nil || string(srv.Result().Value) != "7" {
+		t.Fatalf("result %+v, protocol error %v", srv.Result(), srv.ProtocolError())
+	}
+	// A reply that is not JSON, or too big for a frame, reaches the program
+	// as a BindingError.
+	for _, reply := range []string{"{not json", `"` + strings.Repeat("x", 5000) + `"`} {
+		serve(t, echoBindings{reply: json.RawMessage(reply)}, func(enc *wire.Encoder, dec *wire.Decoder, _ net.Conn) {
+			enc.Encode(&wire.Call{ID: 1, Name: "echo"})
+			m, err := dec.Next()
+			if r, ok := m.(*wire.Reply); err != nil || !ok || r.Error == nil || r.Error.Type != "BindingError" {
+				t.Errorf("reply %#v, %v; want a BindingError", m, err)
+			}
+		})
+	}
+}
+
+func TestServerHostile(t *testing.T) {
+	cases := map[string]func(enc *wire.Encoder, dec *wire.Decoder, raw net.Conn){
+		"oversized": func(_ *wire.Encoder, _ *wire.Decoder, raw net.Conn) { raw.Write([]byte{0, 0, 0xff, 0xff}) },
+		"not json":  func(_ *wire.Encoder, _ *wire.Decoder, raw net.Conn) { raw.Write([]byte("\x00\x00\x00\x02hi")) },
+		"truncated": func(_ *wire.Encoder, _ *wire.Decoder, raw net.Conn) { raw.Write([]byte("\x00\x00\x00\x09{\"ty")) },
+		"reply":     func(enc *wire.Encoder, _ *wire.Decoder, _ net.Conn) { enc.Encode(&wire.Reply{ID: 1}) },
+		"undeclared": func(enc *wire.Encoder, _ *wire.Decoder, _ net.Conn) {
+			enc.Encode(&wire.Call{ID: 1, Name: "run_code"})
+		},
+		"id goes back": func(enc *wire.Encoder, dec *wire.Decoder, _ net.Conn) {
+			enc.Encode(&wire.Call{ID: 5, Name: "echo"})
+			dec.Next()
+			enc.Encode(&wire.Call{ID: 5, Name: "echo"})
+		},
+		"second result": func(enc *wire.Encoder, _ *wire.Decoder, _ net.Conn) {
+			enc.Encode(&wire.Result{})
+			enc.Encode(&wire.Result{})
+		},
+		"call after result": func(enc *wire.Encoder, _ *wire.Decoder, _ net.Conn) {
+			enc.Encode(&wire.Result{})
+			enc.Encode(&wire.Call{ID: 1, Name: "echo"})
+		},
+	}
+	for name, program := range cases {
+		srv := serve(t, echoBindings{}, program)
+		if srv.ProtocolError() == nil || srv.Result() != nil {
+			t.Errorf("%s: protocol error %v, result %+v; want a violation and no result", name, srv.ProtocolError(), srv.Result())
+		}
+		select {
+		case <-srv.Violation():
+		default:
+			t.Errorf("%s: Violation not closed", name)
+		}
+	}
+}
+
+func TestRunDirs(t *testing.T) {
+	base := t.TempDir()
+	if err := PrepareBase(base, os.Geteuid()); err != nil {
+		t.Fatal(err)
+	}
+	self, err := cgroups.SelfOwner()
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	mine, err := NewRunDir(base, self, 0o711, false, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(mine); err != nil || fi.Mode().Perm() != 0o711 {
+		t.Fatalf("run dir %v: %v", fi, err)
+	}
+	recycled, _ := NewRunDir(base, cgroups.Owner{PID: self.PID, Start: self.Start + 1}, 0o700, false, 0, 0)
+	// A directory the program left unwritable is removed all the same.
+	locked := filepath.Join(recycled, "locked")
+	os.MkdirAll(filepath.Join(locked, "deep"), 0o700)
+	os.Chmod(locked, 0o500)
+	foreign := filepath.Join(base, "not-a-run-dir")
+	os.Mkdir(foreign, 0o700)
+	removed := RemoveStale(base)
+	if len(removed) != 1 || removed[0] != filepath.Base(recycled) {
+		t.Fatalf("removed %v, want only the recycled pid's %s", removed, filepath.Base(recycled))
+	}
+	for _, keep := range []string{mine, foreign} {
+		if _, err := os.Stat(keep); err != nil {
+			t.Errorf("%s was removed", keep)
+		}
+	}
+	if _, ok := OwnerOf(filepath.Base(mine)); !ok {
+		t.Errorf("OwnerOf(%s) refused a name NewRunDir made", filepath.Base(mine))
+	}
+	for _, bad := range []string{"1.2-zz", "1.2-abc", "1.2", "x.2-0123456789ab"} {
+		if _, ok := OwnerOf(bad); ok {
+			t.Errorf("OwnerOf(%q) accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package host
+
+import "os"
+
+// fileOwner is unknown where files have no uid.
+func fileOwner(os.FileInfo) (int, bool) { return -1, false }

@@ -1,0 +1,148 @@
+package host
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+
+	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/wire"
+)
+
+// Server answers the program's frames on one wire channel. It reads every
+// frame as hostile: a malformed, oversized, unexpected or duplicate one is a
+// protocol violation, which closes Violation; the caller then ends the run.
+type Server struct {
+	start     []byte
+	dec       *wire.Decoder
+	enc       *wire.Encoder
+	bindings  sandbox.Bindings
+	names     map[string]bool
+	violation chan struct{}
+	// hostKilled is set when the host itself ended the run: a frame cut
+	// short then is not the program's violation.
+	hostKilled atomic.Bool
+
+	// Set by Serve; read only after it returned.
+	result   *wire.Result
+	protoErr error
+	lastID   uint64
+	anyCall  bool
+}
+
+// NewServer serves req on rw with frames of at most maxFrame bytes.
+func NewServer(rw io.ReadWriter, req *Request, maxFrame int) *Server {
+	s := &Server{
+		start:     req.Start,
+		dec:       wire.NewDecoder(bufio.NewReaderSize(rw, 64<<10), maxFrame),
+		enc:       wire.NewEncoder(rw, maxFrame),
+		bindings:  req.Bindings,
+		names:     map[string]bool{},
+		violation: make(chan struct{}),
+	}
+	for _, b := range req.Decls {
+		s.names[b.Name] = true
+	}
+	return s
+}
+
+// Violation is closed on the program's first protocol violation.
+func (s *Server) Violation() <-chan struct{} { return s.violation }
+
+// HostKilled tells the server that the host ended the run.
+func (s *Server) HostKilled() { s.hostKilled.Store(true) }
+
+// Result is the program's result frame, nil if none arrived or the run
+// broke the protocol; ProtocolError is the violation, if any. Both are valid
+// once Serve returned.
+func (s *Server) Result() *wire.Result {
+	if s.protoErr != nil {
+		return nil
+	}
+	return s.result
+}
+
+// ProtocolError is the program's protocol violation, nil if none.
+func (s *Server) ProtocolError() error { return s.protoErr }
+
+func (s *Server) fail(err error) {
+	s.protoErr = err
+	close(s.violation)
+}
+
+// Serve sends the start frame and serves until the channel ends. Calls are
+// served one at a time, in order; ctx is what Bindings.Call gets.
+func (s *Server) Serve(ctx context.Context) {
+	// Sent here, not before the host starts watching: a child that does not
+	// read it is still bound by the wall limit and the context. A start that
+	// cannot be written means the interpreter is gone; its status tells why.
+	if err := s.enc.WriteBody(s.start); err != nil {
+		return
+	}
+	for {
+		m, err := s.dec.Next()
+		if err != nil {
+			// EOF, or the host closed the channel at teardown: the end. A
+			// decoding error is the program's violation.
+			if errors.Is(err, wire.ErrFrameTooLarge) || errors.Is(err, wire.ErrMalformed) ||
+				errors.Is(err, wire.ErrUnknownType) || errors.Is(err, wire.ErrTruncated) && s.result == nil && !s.hostKilled.Load() {
+				s.fail(fmt.Errorf("protocol: %w", err))
+			}
+			return
+		}
+		switch m := m.(type) {
+		case *wire.Call:
+			switch {
+			case s.result != nil:
+				s.fail(errors.New("protocol: call after result"))
+				return
+			case s.anyCall && m.ID <= s.lastID:
+				s.fail(fmt.Errorf("protocol: call id %d repeats or goes back (last %d)", m.ID, s.lastID))
+				return
+			case !s.names[m.Name]:
+				s.fail(fmt.Errorf("protocol: call to undeclared binding %.64q", m.Name))
+				return
+			}
+			s.anyCall, s.lastID = true, m.ID
+			err := s.enc.Encode(s.call(ctx, m))
+			if errors.Is(err, wire.ErrFrameTooLarge) {
+				err = s.enc.Encode(errorReply(m, "the host's reply to "+m.Name+" exceeds the frame cap"))
+			}
+			if err != nil {
+				return // the program is gone
+			}
+		case *wire.Result:
+			if s.result != nil {
+				s.fail(errors.New("protocol: second result"))
+				return
+			}
+			s.result = m
+		default:
+			s.fail(fmt.Errorf("protocol: unexpected %T frame from the program", m))
+			return
+		}
+	}
+}
+
+// call runs one binding. Its errors go back to the program as BindingError.
+func (s *Server) call(ctx context.Context, c *wire.Call) *wire.Reply {
+	out, err := s.bindings.Call(ctx, c.Name, c.Args)
+	if err != nil {
+		return errorReply(c, err.Error())
+	}
+	if len(out) == 0 {
+		out = json.RawMessage("null")
+	}
+	if !json.Valid(out) {
+		return errorReply(c, "the host's reply to "+c.Name+" is not valid JSON")
+	}
+	return &wire.Reply{ID: c.ID, Value: out}
+}
+
+func errorReply(c *wire.Call, msg string) *wire.Reply {
+	return &wire.Reply{ID: c.ID, Error: &wire.ReplyError{Type: "BindingError", Message: msg}}
+}
