@@ -24,11 +24,12 @@ vet:
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-# test: the fuzzer, every package's tests, then (as root) the isolation tests
-# again from an unprivileged host process.
+# test: the fuzzer, every package's tests under the race detector (the
+# contract suite included; the portable builds are a test of their own),
+# then (as root) the isolation tests again from an unprivileged host process.
 test: deps vet
 	$(GO) test -count=1 -run '^$$' -fuzz FuzzDecoder -fuzztime $(FUZZTIME) ./sandbox/wire
-	PSYCH_TEST_PYTHON=$(PYTHON) $(GO) test -count=1 ./...
+	PSYCH_TEST_PYTHON=$(PYTHON) $(GO) test -race -count=1 ./...
 	@if [ "$$(id -u)" = 0 ]; then GO='$(GO)' PYTHON='$(PYTHON)' ./scripts/test-unpriv.sh; \
 		else echo "test: not root; the unprivileged-host pass needs root to drop privileges"; fi
 

@@ -1,0 +1,5 @@
+//go:build !cgo
+
+package subprocess
+
+const cgoEnabled = false
