@@ -6,7 +6,7 @@ GO      ?= go
 PYTHON  ?= /usr/bin/python3
 FUZZTIME ?= 15s
 
-.PHONY: all build demo test deps vet
+.PHONY: all build demo test deps vet image
 
 all: build
 
@@ -18,6 +18,12 @@ build: deps
 
 demo: build
 	./bin/psych run --python $(PYTHON) --demo-tools examples/demo.py
+
+# image: the container backend's image, localhost/psych-python:3.11, built
+# with debootstrap (no registry), cached under /var/cache/psych/image and
+# imported into every reachable engine (scripts/image.sh). Needs root.
+image: deps
+	GO='$(GO)' ./scripts/image.sh
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -180,37 +180,13 @@ fi
 kernel_name=$(basename "$kdir")
 
 # --- rootfs -------------------------------------------------------------------
-# The first deb source of the host that serves $SUITE itself.
-host_mirror() {
-	local f
-	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-		[ -f "$f" ] || continue
-		awk -v s="$SUITE" '$1 == "deb" {
-			i = 2; if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
-			if ($(i + 1) == s) { print $i; exit }
-		}' "$f"
-	done
-	for f in /etc/apt/sources.list.d/*.sources; do
-		[ -f "$f" ] || continue
-		awk -v s="$SUITE" '
-			function flush() { if (deb && hit && uri != "") { print uri; done = 1 } deb = hit = 0; uri = "" }
-			/^[ \t]*$/ { flush(); next }
-			done { next }
-			tolower($1) == "types:" { for (i = 2; i <= NF; i++) if ($i == "deb") deb = 1 }
-			tolower($1) == "uris:" { uri = $2 }
-			tolower($1) == "suites:" { for (i = 2; i <= NF; i++) if ($i == s) hit = 1 }
-			END { if (!done) flush() }' "$f" | head -n 1
-	done
-}
-mirror=${PSYCH_VM_MIRROR:-$(host_mirror | head -n 1)}
+. "$repo/scripts/lib/debian.sh"
+mirror=${PSYCH_VM_MIRROR:-$(host_mirror "$SUITE" | head -n 1)}
 mirror=${mirror:-http://deb.debian.org/debian}
 recipe="recipe=$ROOTFS_RECIPE suite=$SUITE variant=minbase include=$ROOTFS_PACKAGES mirror=$mirror"
 if [ ! -d "$CACHE/rootfs" ] || [ "$(cat "$CACHE/rootfs.stamp" 2>/dev/null)" != "$recipe" ]; then
 	log "building the rootfs: debootstrap $SUITE from $mirror (about a minute)"
 	new=$CACHE/rootfs.new
-	unmount_under() { # debootstrap mounts proc and sys in its target
-		awk -v p="$1/" 'index($2, p) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m" || true; done
-	}
 	unmount_under "$new"
 	rm -rf --one-file-system "$new"
 	if ! debootstrap --variant=minbase --include="$ROOTFS_PACKAGES" "$SUITE" "$new" "$mirror" >"$work/debootstrap.log" 2>&1; then

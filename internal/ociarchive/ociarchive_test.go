@@ -1,0 +1,115 @@
+package ociarchive
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	digest "github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+func TestWrite(t *testing.T) {
+	root := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(root, "usr/bin"), 0o755))
+	must(os.WriteFile(filepath.Join(root, "usr/bin/python3"), []byte("#!python"), 0o755))
+	must(os.Link(filepath.Join(root, "usr/bin/python3"), filepath.Join(root, "usr/bin/python3.11")))
+	must(os.Symlink("usr/bin", filepath.Join(root, "bin")))
+	must(os.WriteFile(filepath.Join(root, "usr/bin/su"), []byte("x"), 0o755))
+	must(os.Chmod(filepath.Join(root, "usr/bin/su"), 0o4755))
+	must(os.MkdirAll(filepath.Join(root, "dev/pts"), 0o755))
+	must(os.WriteFile(filepath.Join(root, "dev/stray"), []byte("x"), 0o644))
+
+	var buf bytes.Buffer
+	img, err := Write(&buf, root, t.TempDir(), Options{Ref: "localhost/test:1", Labels: map[string]string{"io.psych.python": "/usr/bin/python3"}, Empty: []string{"dev"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	tr := tar.NewReader(&buf)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		must(err)
+		b, _ := io.ReadAll(tr)
+		files[h.Name] = b
+	}
+	blob := func(d digest.Digest) []byte {
+		t.Helper()
+		b, ok := files[blobPath(d)]
+		if !ok || digest.FromBytes(b) != d {
+			t.Fatalf("blob %s missing or wrong", d)
+		}
+		return b
+	}
+	var index v1.Index
+	must(json.Unmarshal(files["index.json"], &index))
+	if len(index.Manifests) != 1 || index.Manifests[0].Digest != img.Manifest || index.Manifests[0].Annotations["io.containerd.image.name"] != "localhost/test:1" {
+		t.Fatalf("index %s", files["index.json"])
+	}
+	var man v1.Manifest
+	must(json.Unmarshal(blob(img.Manifest), &man))
+	var cfg v1.Image
+	must(json.Unmarshal(blob(man.Config.Digest), &cfg))
+	if cfg.Config.Labels["io.psych.python"] != "/usr/bin/python3" || cfg.OS != "linux" {
+		t.Errorf("config %+v", cfg)
+	}
+	var docker []struct {
+		Config string
+		Layers []string
+	}
+	must(json.Unmarshal(files["manifest.json"], &docker))
+	if len(docker) != 1 || files[docker[0].Config] == nil || files[docker[0].Layers[0]] == nil {
+		t.Fatalf("docker manifest %s names missing blobs", files["manifest.json"])
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(blob(man.Layers[0].Digest)))
+	must(err)
+	raw, err := io.ReadAll(zr)
+	must(err)
+	if digest.FromBytes(raw) != cfg.RootFS.DiffIDs[0] {
+		t.Fatal("diff_id is not the uncompressed layer's digest")
+	}
+	entries := map[string]*tar.Header{}
+	lr := tar.NewReader(bytes.NewReader(raw))
+	for {
+		h, err := lr.Next()
+		if err == io.EOF {
+			break
+		}
+		must(err)
+		entries[h.Name] = h
+	}
+	for name, check := range map[string]func(*tar.Header) bool{
+		"usr/bin/python3":    func(h *tar.Header) bool { return h.Typeflag == tar.TypeReg && h.Mode&0o777 == 0o755 },
+		"usr/bin/python3.11": func(h *tar.Header) bool { return h.Typeflag == tar.TypeLink && h.Linkname == "usr/bin/python3" },
+		"bin":                func(h *tar.Header) bool { return h.Typeflag == tar.TypeSymlink && h.Linkname == "usr/bin" },
+		"usr/bin/su":         func(h *tar.Header) bool { return h.Mode&0o6000 == 0 },
+		"dev/":               func(h *tar.Header) bool { return h.Typeflag == tar.TypeDir },
+	} {
+		if h := entries[name]; h == nil || !check(h) {
+			t.Errorf("layer entry %s: %+v", name, h)
+		}
+	}
+	for _, gone := range []string{"dev/stray", "dev/pts/"} {
+		if entries[gone] != nil {
+			t.Errorf("layer holds %s, under an emptied directory", gone)
+		}
+	}
+	if _, err := Write(io.Discard, root, "", Options{Ref: ""}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("no ref: %v", err)
+	}
+}
