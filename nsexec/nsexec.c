@@ -40,6 +40,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <linux/netlink.h>
@@ -90,6 +91,9 @@ struct plan {
 };
 
 static int step;
+// container is set in "container" mode: the init is pid 1 of a container an
+// engine made, and its interpreter connects its own channel.
+static int container;
 
 static void sendmsg_fd(uint32_t type, int32_t a, int32_t b, const char *text, int fd)
 {
@@ -606,9 +610,17 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		close(PSYCH_FD_SYNC);
-		if (dup2(PSYCH_FD_WIRE, PSYCH_FD_SYNC) < 0) // the program's channel is fd 3
-			goto out;
-		close(PSYCH_FD_WIRE);
+		if (container) {
+			// The engine's stdin is not the program's: /dev/null is.
+			int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			if (null < 0 || dup2(null, 0) < 0)
+				goto out;
+			close(null);
+		} else {
+			if (dup2(PSYCH_FD_WIRE, PSYCH_FD_SYNC) < 0) // the program's channel is fd 3
+				goto out;
+			close(PSYCH_FD_WIRE);
+		}
 		execve(pl->exe, pl->argv, pl->envp);
 	out:;
 		int e = errno;
@@ -654,6 +666,9 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 					break;
 				if (p == child) {
 					say(PSYCH_SYNC_EXIT, st);
+					// A container's exit code is all an engine reports.
+					if (container)
+						_exit(WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st));
 					_exit(0);
 				}
 			}
@@ -720,6 +735,74 @@ __attribute__((noreturn)) static void run(int probe)
 	_exit(0);
 }
 
+// ---- container: pid 1 of a container an engine started ----
+
+// dupto moves fd to exactly target, close-on-exec.
+static int dupto(int fd, int target)
+{
+	if (fd == target)
+		return 0;
+	if (dup3(fd, target, O_CLOEXEC) < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+__attribute__((noreturn)) static void run_container(void)
+{
+	static struct plan pl;
+	container = 1;
+	const char *dir = getenv(PSYCH_ENV_DIR);
+	if (!dir || !*dir)
+		dir = PSYCH_CONTAINER_DIR;
+	// Nothing the engine left open reaches the interpreter; the sync socket
+	// comes first, so that every later failure can be reported.
+	syscall(SYS_close_range, PSYCH_FD_SYNC, ~0U, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s", dir, PSYCH_CONTAINER_SYNC) >= sizeof sa.sun_path)
+		_exit(PSYCH_EXIT_SETUP);
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		_exit(PSYCH_EXIT_SETUP);
+	int r;
+	do
+		r = connect(s, (struct sockaddr *)&sa, sizeof sa);
+	while (r < 0 && errno == EINTR);
+	if (r < 0 || dupto(s, PSYCH_FD_SYNC) < 0)
+		_exit(PSYCH_EXIT_SETUP);
+	step = PSYCH_STEP_PLAN;
+	char path[sizeof sa.sun_path + 16];
+	snprintf(path, sizeof path, "%s/%s", dir, PSYCH_CONTAINER_PLAN);
+	int pf = open(path, O_RDONLY | O_CLOEXEC);
+	if (pf < 0)
+		fail(errno, "open %s", path);
+	if (dupto(pf, PSYCH_FD_PLAN) < 0)
+		fail(errno, "dup plan");
+	read_plan(&pl);
+	step = PSYCH_STEP_IDS;
+	if (pl.outer_uid == 0 || pl.outer_gid == 0 || pl.inner_uid == 0 || pl.inner_gid == 0)
+		fail(EPERM, "uid/gid 0 is never used");
+	if (geteuid() != pl.outer_uid || getegid() != pl.outer_gid)
+		fail(EPERM, "running as %u:%u, want %u:%u", geteuid(), getegid(), pl.outer_uid, pl.outer_gid);
+	if (pl.flags || pl.nmnt || pl.root)
+		fail(EINVAL, "a container's plan makes no namespaces and no mounts");
+	init(&pl);
+}
+
+// ---- netns: a NETLINK_ROUTE socket from another network namespace ----
+
+__attribute__((noreturn)) static void run_netns(void)
+{
+	step = PSYCH_STEP_NAMESPACES;
+	if (setns(PSYCH_FD_WIRE, CLONE_NEWNET) < 0)
+		fail(errno, "setns net");
+	int nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (nl < 0)
+		fail(errno, "netlink socket");
+	sendmsg_fd(PSYCH_SYNC_READY, 0, 0, NULL, nl);
+	_exit(0);
+}
+
 __attribute__((constructor)) static void psych_nsexec(void)
 {
 	const char *m = getenv(PSYCH_MARKER);
@@ -729,6 +812,10 @@ __attribute__((constructor)) static void psych_nsexec(void)
 		run(0);
 	if (strcmp(m, PSYCH_MARKER_PROBE) == 0)
 		run(1);
+	if (strcmp(m, PSYCH_MARKER_CONTAINER) == 0)
+		run_container();
+	if (strcmp(m, PSYCH_MARKER_NETNS) == 0)
+		run_netns();
 	// An unknown marker value: refuse rather than start the host program.
 	_exit(PSYCH_EXIT_SETUP);
 }

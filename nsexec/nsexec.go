@@ -12,6 +12,13 @@ const (
 	MarkerInit  = C.PSYCH_MARKER_INIT
 	MarkerProbe = C.PSYCH_MARKER_PROBE
 
+	MarkerContainer = C.PSYCH_MARKER_CONTAINER
+	MarkerNetns     = C.PSYCH_MARKER_NETNS
+	EnvDir          = C.PSYCH_ENV_DIR
+	ContainerDir    = C.PSYCH_CONTAINER_DIR
+	ContainerSync   = C.PSYCH_CONTAINER_SYNC
+	ContainerPlan   = C.PSYCH_CONTAINER_PLAN
+
 	FDSync  = C.PSYCH_FD_SYNC
 	FDWire  = C.PSYCH_FD_WIRE
 	FDPlan  = C.PSYCH_FD_PLAN
@@ -79,4 +86,5 @@ var Steps = map[int]string{
 	C.PSYCH_STEP_LANDLOCK:   "landlock",
 	C.PSYCH_STEP_PDEATHSIG:  "pdeathsig",
 	C.PSYCH_STEP_DUMPABLE:   "dumpable",
+	C.PSYCH_STEP_CONNECT:    "connect",
 }

@@ -2,10 +2,26 @@
 // (nsexec.c). This header is the one place that defines it; the Go side takes
 // every number from here through cgo.
 //
-// Environment: exactly one variable, PSYCH_MARKER, whose value selects the
-// mode ("init" runs the plan; "probe" only checks that a user namespace can
-// be had that grants capabilities, by making a mount namespace in it, and
-// exits 0, or PSYCH_EXIT_NO_USERNS). Any other value exits.
+// Environment: PSYCH_MARKER, whose value selects the mode:
+//   "init"       runs the plan (the subprocess backend);
+//   "probe"      only checks that a user namespace can be had that grants
+//                capabilities, by making a mount namespace in it, and exits
+//                0, or PSYCH_EXIT_NO_USERNS;
+//   "container"  is pid 1 of a container an engine started: it connects to
+//                PSYCH_DIR/sync.sock (SOCK_SEQPACKET) as its sync socket,
+//                reads its plan from PSYCH_DIR/plan, and runs it as the init
+//                does, with no namespaces and no mounts of its own (the
+//                engine made them); the interpreter's stdin is /dev/null and
+//                its channel a socket the bootstrap connects itself; the
+//                init exits with the interpreter's status, a signal as
+//                128+n. PSYCH_DIR is PSYCH_ENV_DIR's value, or
+//                PSYCH_CONTAINER_DIR;
+//   "netns"      opens a NETLINK_ROUTE socket in the network namespace of
+//                fd 4 (setns) and sends it over fd 3 in a READY message,
+//                then exits 0: the host's way into a namespace without
+//                moving any thread of its own.
+// Any other value exits. In every mode but "container" the environment
+// holds nothing else.
 //
 // File descriptors (the host passes them through ExtraFiles):
 //   0      /dev/null          1, 2  stdout and stderr pipes
@@ -56,6 +72,12 @@
 #define PSYCH_MARKER "_PSYCH_NSEXEC"
 #define PSYCH_MARKER_INIT "init"
 #define PSYCH_MARKER_PROBE "probe"
+#define PSYCH_MARKER_CONTAINER "container"
+#define PSYCH_MARKER_NETNS "netns"
+#define PSYCH_ENV_DIR "_PSYCH_NSEXEC_DIR"
+#define PSYCH_CONTAINER_DIR "/.psych/run"
+#define PSYCH_CONTAINER_SYNC "sync.sock"
+#define PSYCH_CONTAINER_PLAN "plan"
 
 #define PSYCH_FD_SYNC 3
 #define PSYCH_FD_WIRE 4
@@ -116,6 +138,7 @@
 #define PSYCH_STEP_LANDLOCK 14
 #define PSYCH_STEP_PDEATHSIG 15
 #define PSYCH_STEP_DUMPABLE 16
+#define PSYCH_STEP_CONNECT 17
 
 #define PSYCH_EXIT_SETUP 125
 #define PSYCH_EXIT_HOST_GONE 124

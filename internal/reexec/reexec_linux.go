@@ -67,6 +67,9 @@ type Process struct {
 	mu    sync.Mutex
 	pidfd int
 	done  bool
+	// adopted is an init this process did not start (Accept): it is never
+	// waited for, only watched through its sync socket and signalled.
+	adopted bool
 }
 
 // Exit is how the run ended.
@@ -448,14 +451,17 @@ func (p *Process) reap() (syscall.WaitStatus, unix.Rusage, error) {
 	pidfd := p.pidfd
 	p.mu.Unlock()
 	p.sync.Close()
+	if p.adopted {
+		pidfd = -1 // closed below, never waited for: another process reaps it
+	}
 	// The pidfd stays open while waitid blocks (Kill may still use it: a
 	// pidfd of an exited process only reports ESRCH), and is closed only
 	// once no Kill can reach it any more.
 	defer func() {
 		p.mu.Lock()
 		p.done = true
-		if pidfd >= 0 {
-			unix.Close(pidfd)
+		if p.pidfd >= 0 {
+			unix.Close(p.pidfd)
 		}
 		p.pidfd = -1
 		p.mu.Unlock()
