@@ -284,9 +284,26 @@ func (r *Run) Thaw() error { return r.thaw() }
 func (r *Run) SwapGuard() string { return r.swapGuard }
 
 // Remove kills the run's processes, waits (a few seconds at most) until
-// none is left, and removes the run's directory in every hierarchy. It is
+// none is left, and removes the run's directory in every hierarchy (an
+// opened Run's directories are left to the manager that made them). It is
 // idempotent: after a Remove that succeeded, it returns nil.
 func (r *Run) Remove() error { return r.remove() }
+
+// Mode is where the run's memory and pids controllers come from: ModeV2,
+// ModeV1, or ModeNone where neither is there.
+func (r *Run) Mode() string { return r.mode }
+
+// Close releases an opened Run's fds without killing anything; the Run can
+// then only be removed. A Run made by New needs no Close (Remove does it).
+func (r *Run) Close() { r.close() }
+
+// Open returns a Run over the cgroups another manager (a container engine)
+// made for the process pid: its unified cgroup (CPU, kill, freeze) and its
+// memory and pids cgroups, wherever they are mounted. It refuses, with
+// ErrInvalid, a cgroup that is a hierarchy's root or this process's own,
+// so that Kill and Freeze never reach the host. Attach is refused, and Remove
+// kills and waits but removes nothing.
+func Open(pid int) (*Run, error) { return open(pid) }
 
 // DetectLayout reports how the cgroup hierarchies are mounted, from
 // /proc/self/mountinfo, read once per process.

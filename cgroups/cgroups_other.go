@@ -18,6 +18,7 @@ type manager struct {
 type run struct {
 	name      string
 	swapGuard string
+	mode      string
 }
 
 func detectLayout() (Layout, error) { return LayoutNone, nil }
@@ -41,3 +42,6 @@ func (r *run) kill() error                 { return ErrUnavailable }
 func (r *run) freeze() error               { return ErrUnavailable }
 func (r *run) thaw() error                 { return ErrUnavailable }
 func (r *run) remove() error               { return nil }
+
+func open(int) (*Run, error) { return nil, ErrUnavailable }
+func (r *run) close()        {}

@@ -28,6 +28,10 @@ type run struct {
 	freezer   string            // v1 freezer directory (legacy hosts only)
 	dirs      map[string]string // hierarchy key → the run's directory; nil in a Run not made by New
 	swapGuard string
+	mode      string
+	// adopted is a Run of cgroups another manager made (Open): never
+	// attached to, never removed.
+	adopted bool
 
 	mu      sync.Mutex
 	dirFd   int // the unified directory, for CLONE_INTO_CGROUP
@@ -40,6 +44,7 @@ type run struct {
 
 func (m *manager) newRun(r *run, runID string, l Limits) (retErr error) {
 	r.name = m.owner.String() + "-" + runID
+	r.mode = m.mode
 	r.dirFd, r.cpuFd = -1, -1
 	r.dirs = map[string]string{}
 	var made []string
@@ -180,6 +185,9 @@ func (r *run) liveLocked() error {
 func (r *run) attach(pid int) error {
 	if err := r.live(); err != nil {
 		return fmt.Errorf("attach pid %d: %w", pid, err)
+	}
+	if r.adopted {
+		return fmt.Errorf("attach pid %d: %w: the cgroups are another manager's", pid, ErrInvalid)
 	}
 	for _, dir := range r.v1 {
 		if err := writeFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
@@ -422,6 +430,10 @@ func (r *run) remove() error {
 	}
 	if err != nil {
 		return fmt.Errorf("remove run cgroup %s: %w", r.name, err)
+	}
+	if r.adopted {
+		r.removed = true // the directories are their manager's to remove
+		return nil
 	}
 	var errs []error
 	for _, dir := range r.dirs {

@@ -28,7 +28,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	digest "github.com/opencontainers/go-digest"
@@ -226,10 +225,10 @@ func writeTree(w io.Writer, root string, empty []string) error {
 		hdr.Name, hdr.Uname, hdr.Gname, hdr.Format = rel, "", "", tar.FormatPAX
 		hdr.AccessTime, hdr.ChangeTime = time.Time{}, time.Time{}
 		hdr.Mode &^= 0o6000 // no setuid, no setgid
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			hdr.Uid, hdr.Gid = int(st.Uid), int(st.Gid)
-			if mode.IsRegular() && st.Nlink > 1 {
-				key := [2]uint64{uint64(st.Dev), st.Ino}
+		if st, ok := statOf(fi); ok {
+			hdr.Uid, hdr.Gid = st.uid, st.gid
+			if mode.IsRegular() && st.nlink > 1 {
+				key := [2]uint64{st.dev, st.ino}
 				if first, ok := links[key]; ok {
 					hdr.Typeflag, hdr.Linkname, hdr.Size = tar.TypeLink, first, 0
 				} else {
