@@ -76,6 +76,15 @@
 // does not kill other ABIs, or does not return the policy's errno for an
 // unknown number or an override.
 //
+// # For container engines
+//
+// Policy.OCI renders the same policy as the OCI spec's LinuxSeccomp (and
+// the JSON podman and docker read), rule by rule, for the engine to load.
+// The Deny rules have no faithful OCI form; psych's init loads the filter
+// Compile builds on top of the engine's in every container, and of two
+// stacked filters the stricter answer wins, so both backends deny the same
+// calls (a test compiles the rendering and compares every number).
+//
 // # Testing without installing
 //
 // Filter.Evaluate is a classic BPF interpreter over struct seccomp_data
