@@ -644,7 +644,8 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 	close(0);
 	close(1);
 	close(2);
-	close(PSYCH_FD_WIRE);
+	if (!container) // in a container fd 4 was never the wire: it may be sfd
+		close(PSYCH_FD_WIRE);
 
 	struct pollfd pf[2] = {{.fd = PSYCH_FD_SYNC, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
 	for (;;) {
@@ -655,6 +656,8 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 		}
 		if (pf[0].revents)
 			_exit(PSYCH_EXIT_HOST_GONE); // the host closed or died
+		if (pf[1].revents & (POLLNVAL | POLLERR))
+			_exit(PSYCH_EXIT_SETUP); // never spin on a broken signalfd
 		if (pf[1].revents) {
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof si) < 0 && errno == EINTR)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -83,6 +84,33 @@ func TestAcceptContainerInit(t *testing.T) {
 	cmd.Wait()
 	if code := cmd.ProcessState.ExitCode(); code != 128+11 {
 		t.Errorf("the init exited %d, want 139 (128+SIGSEGV) for the engine", code)
+	}
+}
+
+// TestContainerInitIdles: while its interpreter sleeps, the init burns no
+// CPU (it waits on its sync socket and signalfd).
+func TestContainerInitIdles(t *testing.T) {
+	uid, gid := runIDs()
+	p := &Plan{OuterUID: uid, OuterGID: gid, InnerUID: uid, InnerGID: gid, Cwd: "/",
+		Exe: "/bin/sleep", Args: []string{"sleep", "1"}}
+	l, _, _ := startContainerInit(t, p)
+	proc, err := Accept(context.Background(), &AcceptOptions{Listener: l, UID: int(uid)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", proc.InitPID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	utime, _ := strconv.Atoi(f[11])
+	stime, _ := strconv.Atoi(f[12])
+	if ticks := utime + stime; ticks > 20 {
+		t.Errorf("the init used %d clock ticks of CPU while its interpreter slept", ticks)
+	}
+	if ex, _ := proc.Wait(); !ex.Reported || ex.Status.ExitStatus() != 0 {
+		t.Errorf("exit %+v", ex)
 	}
 }
 

@@ -16,14 +16,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/internal/reexec"
+	"github.com/psych-runtime/psych/sandbox/internal/host"
 )
 
 // The sandbox user, inside the user namespace. Outside it is the run id.
 const (
-	sandboxUID  = 1000
-	sandboxGID  = 1000
-	sandboxHome = "/tmp"
-	sandboxHost = "sandbox"
+	sandboxUID  = host.SandboxUID
+	sandboxGID  = host.SandboxGID
+	sandboxHome = host.Home
+	sandboxHost = host.Hostname
 )
 
 const (
@@ -140,16 +141,6 @@ func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, dir+"/")
 }
 
-// viewFiles are the files of the sandbox's /etc, built from nothing.
-var viewFiles = []struct {
-	path, content string
-}{
-	{"/etc/passwd", fmt.Sprintf("sandbox:x:%d:%d:psych sandbox:%s:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", sandboxUID, sandboxGID, sandboxHome)},
-	{"/etc/group", fmt.Sprintf("sandbox:x:%d:\nnogroup:x:65534:\n", sandboxGID)},
-	{"/etc/hosts", "127.0.0.1\tlocalhost " + sandboxHost + "\n::1\tlocalhost ip6-localhost ip6-loopback\n"},
-	{"/etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"},
-}
-
 // mounts is one run's mount plan. Root host: every host tree is cloned here
 // with open_tree, so the init (already an unprivileged uid) needs no access
 // to the path, and a swapped symlink cannot redirect it. Non-root host: the
@@ -202,8 +193,8 @@ func (v *view) mounts(root string, hostRoot bool, tmpBytes, tmpInodes, shmBytes 
 		}
 	}
 	ms = append(ms, reexec.Mount{Kind: reexec.Mkdir, Target: "/etc", Mode: 0o755})
-	for _, f := range viewFiles {
-		ms = append(ms, reexec.Mount{Kind: reexec.File, Target: f.path, Mode: 0o444, Data: []byte(f.content)})
+	for _, f := range host.EtcFiles() {
+		ms = append(ms, reexec.Mount{Kind: reexec.File, Target: f.Path, Mode: 0o444, Data: []byte(f.Content)})
 	}
 	for _, f := range v.files {
 		if err := bind(f, f, roAttr, false); err != nil {

@@ -61,6 +61,12 @@ type Backend struct {
 	// Arch is the architecture the program runs on, which numbers the raw
 	// syscalls of the denial probes. Empty: runtime.GOARCH.
 	Arch string
+	// ImageRoot says the root file system is a container image's own tree,
+	// not one built from nothing: the image's directories (/var, /run,
+	// /home, /root, /sys) and files (/etc/shadow among them) are there,
+	// read-only, with nothing of the host in them. The host's own paths
+	// must still be absent, and the image's secrets unreadable.
+	ImageRoot bool
 }
 
 // AllNamespaces are the namespaces of a fully isolated subprocess run.

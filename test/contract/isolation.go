@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -105,25 +106,43 @@ func (s *suite) hostPathsAbsent(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The host's own: absent from every backend.
 	paths := []string{secret, dir, "/run/containerd/containerd.sock", "/var/run/docker.sock", "/run/docker.sock",
-		"/etc/shadow", "/dev/mem", "/dev/kmem", "/dev/port", "/var", "/run", "/home", "/root/.bash_history", "/sys"}
+		"/run/podman/podman.sock", "/dev/mem", "/dev/kmem", "/dev/port", "/root/.bash_history"}
+	if !s.b.ImageRoot {
+		// A root built from nothing has none of these either; an image
+		// has its own.
+		paths = append(paths, "/etc/shadow", "/var", "/run", "/home", "/sys")
+	}
 	pj, _ := json.Marshal(paths)
 	code := "import os, stat, sys\npaths = " + string(pj) + "\npresent = [p for p in paths if os.path.lexists(p)]\n" +
 		"blocks = [f'/dev/{d}' for d in os.listdir('/dev') if stat.S_ISBLK(os.lstat(f'/dev/{d}').st_mode)]\n" +
-		"root = sorted(os.listdir('/root')) if os.path.isdir('/root') else None\n" +
-		"[present, blocks, root, sys.prefix]"
+		"def ls(d):\n    try: return sorted(os.listdir(d))\n    except OSError: return None\n" +
+		"def readable(p):\n    try: open(p, 'rb').read(1); return True\n    except OSError: return False\n" +
+		"[present, blocks, ls('/root'), sys.prefix, ls('/sys'), readable('/etc/shadow') or readable('/etc/gshadow')]"
 	var got struct {
-		Present, Blocks, Root []string
-		Prefix                string
+		Present, Blocks, Root, Sys []string
+		Prefix                     string
+		Shadow                     bool
 	}
-	var raw [4]json.RawMessage
+	var raw [6]json.RawMessage
 	s.value(t, code, &raw)
 	json.Unmarshal(raw[0], &got.Present)
 	json.Unmarshal(raw[1], &got.Blocks)
 	json.Unmarshal(raw[2], &got.Root)
 	json.Unmarshal(raw[3], &got.Prefix)
+	json.Unmarshal(raw[4], &got.Sys)
+	json.Unmarshal(raw[5], &got.Shadow)
 	if len(got.Present) > 0 || len(got.Blocks) > 0 {
 		t.Errorf("host paths visible in the sandbox: %v; block devices: %v", got.Present, got.Blocks)
+	}
+	if s.b.ImageRoot {
+		// The image's /root may be there, but not listable or empty; its
+		// /sys an empty mount point (no sysfs); its shadow files unreadable.
+		if len(got.Root) > 0 || len(got.Sys) > 0 || got.Shadow {
+			t.Errorf("the image root shows /root %v, /sys %v, shadow readable %v; want nothing of either and no shadow", got.Root, got.Sys, got.Shadow)
+		}
+		return
 	}
 	// /root exists only as the way to an interpreter that lives under it.
 	if got.Root != nil && !(strings.HasPrefix(got.Prefix, "/root/") && len(got.Root) == 1 && strings.HasPrefix(got.Prefix, "/root/"+got.Root[0])) {
@@ -341,8 +360,20 @@ func (s *suite) ids(t *testing.T) {
 		}
 		return
 	}
-	if len(m) != 3 || m[1] == "0" || m[0] == "0" {
-		t.Errorf("uid map %v: want one line mapping a non-zero uid to a non-zero outside uid", m)
+	// A user namespace: no line maps to the host's uid 0, and the program's
+	// own uid is mapped.
+	mine := false
+	for i := 0; i+2 < len(m); i += 3 {
+		in, _ := strconv.Atoi(m[i].(string))
+		out, _ := strconv.Atoi(m[i+1].(string))
+		n, _ := strconv.Atoi(m[i+2].(string))
+		if out == 0 {
+			t.Errorf("uid map %v maps to the host's uid 0", m)
+		}
+		mine = mine || float64(in) <= got[0].(float64) && got[0].(float64) < float64(in+n)
+	}
+	if len(m) < 3 || len(m)%3 != 0 || !mine {
+		t.Errorf("uid map %v: want lines that map the program's uid %v to a non-zero outside uid", m, got[0])
 	}
 }
 

@@ -7,11 +7,13 @@ import (
 	"fmt"
 
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/container"
 	"github.com/psych-runtime/psych/sandbox/subprocess"
 )
 
 func main() {
 	report("subprocess", func() error { _, err := subprocess.New(subprocess.Config{}); return err })
+	report("container", func() error { _, err := container.New(container.Config{}); return err })
 }
 
 func report(name string, construct func() error) {

@@ -1,0 +1,184 @@
+package container
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/containerd/containerd/v2/pkg/oci"
+
+	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/host"
+)
+
+// Engine names a container engine.
+type Engine string
+
+// The engines, in the order New tries them when Config.Engine is empty.
+const (
+	Containerd Engine = "containerd"
+	Podman     Engine = "podman"
+	Docker     Engine = "docker"
+)
+
+// Engines lists the engines in the order New tries them.
+var engines = []Engine{Containerd, Podman, Docker}
+
+// Defaults.
+const (
+	DefaultImage             = "python:3.12-slim"
+	DefaultContainerPython   = "/usr/local/bin/python3"
+	DefaultNamespace         = "psych"
+	DefaultContainerdAddress = "/run/containerd/containerd.sock"
+	DefaultPodmanRoot        = "/var/lib/psych/podman/root"
+	DefaultPodmanRunroot     = "/run/psych/podman"
+	DefaultDockerHost        = "unix:///var/run/docker.sock"
+	DefaultRunBase           = "/var/lib/psych/container"
+	DefaultMaxOutputBytes    = 1 << 20
+	DefaultTmpBytes          = 64 << 20
+	DefaultTmpInodes         = 4096
+	// ImageLabelPython names the interpreter inside an image.
+	ImageLabelPython = "io.psych.python"
+)
+
+// IDs is an outside uid/gid pair.
+type IDs struct{ UID, GID uint32 }
+
+// Config configures a Sandbox. The zero value is valid and secure.
+type Config struct {
+	// Engine is containerd, podman or docker. Empty: the first that is
+	// reachable, in that order. An engine named here that cannot be reached
+	// is ErrEngineUnreachable at New.
+	Engine Engine
+	// Image is the image reference. Empty: DefaultImage. It must be in the
+	// engine's store already (make image prepares psych's own): New never
+	// pulls, and a missing image is ErrImageNotFound.
+	Image string
+	// ContainerPythonBin is the interpreter inside the image where the
+	// image has no io.psych.python label. Empty: DefaultContainerPython.
+	ContainerPythonBin string
+	// DefaultLimits fills the zero fields of a Request's Limits; its own
+	// zero fields take sandbox.DefaultLimits.
+	DefaultLimits sandbox.Limits
+	// EnvAllowlist names the host variables passed to the program, with the
+	// host's values at Run time. The sandbox's own may not be listed.
+	EnvAllowlist []string
+	// RunAs is the uid/gid the program runs as outside the container.
+	// Nil: nobody (65534). Never 0.
+	RunAs *IDs
+	// ExtraRunArgs go to `podman run` or `docker run` before psych's own
+	// flags, which win.
+	ExtraRunArgs []string
+	// SpecOpts are applied to a containerd container's spec before psych's
+	// hardening, which wins.
+	SpecOpts []oci.SpecOpts
+	// Namespace is containerd's namespace. Empty: DefaultNamespace.
+	Namespace string
+	// ContainerdAddress is containerd's socket. Empty: DefaultContainerdAddress.
+	ContainerdAddress string
+	// PodmanRoot and PodmanRunroot are podman's storage (--root, --runroot),
+	// psych's own so that it never touches a user's podman images. Empty:
+	// DefaultPodmanRoot, DefaultPodmanRunroot.
+	PodmanRoot, PodmanRunroot string
+	// DockerHost is the docker daemon (docker -H). Empty: DefaultDockerHost.
+	DockerHost string
+	// RequireNetworkDenial refuses (sandbox.ErrRefused) a Request that
+	// grants the network. Every other run's denial is verified anyway, and
+	// a run whose check fails is refused.
+	RequireNetworkDenial bool
+	// TmpBytes and TmpInodes cap /tmp (HOME, TMPDIR, the working
+	// directory); /dev/shm gets the same inode cap and a quarter of the
+	// size. Zero: DefaultTmpBytes, DefaultTmpInodes.
+	TmpBytes, TmpInodes int64
+	// MaxOutputBytes caps stdout and stderr each. Zero: 1 MiB.
+	MaxOutputBytes int
+	// MaxFrameBytes caps one protocol frame. Zero: 16 MiB.
+	MaxFrameBytes int
+	// RunBase holds the per-run directories (the wire and sync sockets, the
+	// plan) and the init's files. Zero: DefaultRunBase.
+	RunBase string
+	// Logger receives notes on what New reaped. Zero: slog.Default().
+	Logger *slog.Logger
+}
+
+// defaults fills the zero fields.
+func (c *Config) defaults() {
+	c.DefaultLimits = c.DefaultLimits.Merge(sandbox.DefaultLimits())
+	set := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	set(&c.Image, DefaultImage)
+	set(&c.ContainerPythonBin, DefaultContainerPython)
+	set(&c.Namespace, DefaultNamespace)
+	set(&c.ContainerdAddress, DefaultContainerdAddress)
+	set(&c.PodmanRoot, DefaultPodmanRoot)
+	set(&c.PodmanRunroot, DefaultPodmanRunroot)
+	set(&c.DockerHost, DefaultDockerHost)
+	set(&c.RunBase, DefaultRunBase)
+	if c.RunAs == nil {
+		c.RunAs = &IDs{host.NobodyID, host.NobodyID}
+	} else {
+		ids := *c.RunAs
+		c.RunAs = &ids
+	}
+	if c.TmpBytes == 0 {
+		c.TmpBytes = DefaultTmpBytes
+	}
+	if c.TmpInodes == 0 {
+		c.TmpInodes = DefaultTmpInodes
+	}
+	if c.MaxOutputBytes == 0 {
+		c.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if c.MaxFrameBytes == 0 {
+		c.MaxFrameBytes = 16 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// validate runs the configuration checks, in the style of runc's
+// configs/validate: each a small function, the first failure wins.
+func (c *Config) validate() error {
+	checks := []func() error{
+		func() error {
+			switch c.Engine {
+			case "", Containerd, Podman, Docker:
+				return nil
+			}
+			return fmt.Errorf("engine %q: want containerd, podman or docker", c.Engine)
+		},
+		func() error { return host.CheckAllowlist(c.EnvAllowlist) },
+		func() error {
+			if c.RunAs.UID == 0 || c.RunAs.GID == 0 {
+				return fmt.Errorf("run as %d:%d: uid/gid 0 is never used", c.RunAs.UID, c.RunAs.GID)
+			}
+			return nil
+		},
+		func() error {
+			if !strings.HasPrefix(c.ContainerPythonBin, "/") {
+				return fmt.Errorf("container python %q: want an absolute path", c.ContainerPythonBin)
+			}
+			if strings.ContainsAny(c.Image, " \t\n") {
+				return fmt.Errorf("image %q: not a reference", c.Image)
+			}
+			return nil
+		},
+		func() error {
+			if c.MaxOutputBytes < 0 || c.MaxFrameBytes < 4096 || c.TmpBytes < 1<<20 || c.TmpInodes < 64 {
+				return fmt.Errorf("output cap %d, frame cap %d, tmp %d bytes or %d inodes out of range", c.MaxOutputBytes, c.MaxFrameBytes, c.TmpBytes, c.TmpInodes)
+			}
+			return nil
+		},
+		func() error { return c.DefaultLimits.Validate() },
+	}
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,649 @@
+//go:build linux && cgo
+
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/psych-runtime/psych/bootstrap"
+	"github.com/psych-runtime/psych/cgroups"
+	"github.com/psych-runtime/psych/internal/reexec"
+	"github.com/psych-runtime/psych/netns"
+	"github.com/psych-runtime/psych/nsexec"
+	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/seccomp"
+)
+
+// Sandbox is the container backend. It is safe for concurrent use; each Run
+// is its own container.
+type Sandbox struct {
+	cfg     Config
+	eng     engine
+	owner   cgroups.Owner
+	boot    *boot
+	runs    string // the per-run directories' base
+	filter  *seccomp.Filter
+	oci     *specs.LinuxSeccomp
+	hostNS  map[string]string
+	scopes  uint64 // Landlock scopes the init applies
+	seq     atomic.Uint64
+	log     *slog.Logger
+	hooks   hooks
+	mu      sync.Mutex
+	closed  bool
+	running sync.WaitGroup
+}
+
+// hooks are test-only controls, set by the package's tests and nothing else.
+type hooks struct {
+	// beforeNetCheck runs on the run's netlink socket before the check.
+	beforeNetCheck func(fd int) error
+}
+
+var _ sandbox.Sandbox = (*Sandbox)(nil)
+
+// New validates cfg, reaches the engine, checks that it holds the image
+// (never pulling it), prepares the init's files, and removes what dead
+// earlier hosts left behind (psych-labelled containers and snapshots, run
+// directories). A missing image is ErrImageNotFound; an unreachable engine
+// ErrEngineUnreachable. A root host is needed: the engines are root's.
+func New(cfg Config) (_ *Sandbox, retErr error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("%w: the container backend needs a root host (the engines' sockets are root's)", sandbox.ErrInvalidConfig)
+	}
+	s := &Sandbox{cfg: cfg, log: cfg.Logger, hostNS: host.HostNamespaces()}
+	var err error
+	if s.owner, err = cgroups.SelfOwner(); err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if s.eng, err = openEngine(ctx, &s.cfg); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			s.eng.close()
+		}
+	}()
+	if s.filter, err = seccomp.DefaultFilter(); err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	if s.oci, err = seccomp.Default().OCI(); err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	s.scopes = landlockScopes()
+	if err := host.PrepareBase(cfg.RunBase, 0); err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+	}
+	s.runs = filepath.Join(cfg.RunBase, "runs")
+	if err := host.PrepareBase(s.runs, 0); err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+	}
+	if err := os.Chmod(s.runs, 0o711); err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	s.reap(ctx)
+	if s.boot, err = newBoot(cfg.RunBase, s.owner); err != nil {
+		return nil, fmt.Errorf("%w: prepare the init: %w", sandbox.ErrHostFault, err)
+	}
+	return s, nil
+}
+
+// openEngine opens the configured engine, or the first reachable one.
+func openEngine(ctx context.Context, cfg *Config) (engine, error) {
+	try := engines
+	if cfg.Engine != "" {
+		try = []Engine{cfg.Engine}
+	}
+	var errs []error
+	for _, name := range try {
+		var e engine
+		var err error
+		switch name {
+		case Containerd:
+			e, err = newContainerd(ctx, cfg, cfg.ContainerPythonBin)
+		case Podman, Docker:
+			e, err = newCLI(ctx, cfg, name, cfg.ContainerPythonBin)
+		}
+		if err == nil {
+			cfg.Engine = name
+			return e, nil
+		}
+		if !errors.Is(err, ErrEngineUnreachable) || cfg.Engine != "" {
+			return nil, err
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// reap removes what dead hosts left: their containers, snapshots and run
+// directories.
+func (s *Sandbox) reap(ctx context.Context) {
+	dead := func(o string) bool {
+		owner, ok := cgroups.ParseOwner(o)
+		return ok && owner.Dead()
+	}
+	if n, err := s.eng.reap(ctx, dead); n > 0 || err != nil {
+		s.log.Info("psych: reaped what dead hosts left", "engine", s.eng.name(), "removed", n, "err", err)
+	}
+	host.RemoveStale(s.runs)
+	host.RemoveStale(s.cfg.RunBase)
+}
+
+// Engine is the engine this Sandbox runs on.
+func (s *Sandbox) Engine() Engine { return s.eng.name() }
+
+// Image is the image this Sandbox runs, as the engine resolved it.
+func (s *Sandbox) Image() sandbox.Image { img, _ := s.eng.image(); return img }
+
+// Close waits for the runs in flight, removes the init's files and closes
+// the engine connection. Runs after Close fail.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.running.Wait()
+	err := host.RemoveAll(s.boot.dir)
+	return errors.Join(err, s.eng.close())
+}
+
+// Run executes req.Code once in a fresh container. See sandbox.Sandbox for
+// the contract.
+func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s.cfg.RequireNetworkDenial && req.Network {
+		return nil, fmt.Errorf("network denial is required but the request grants the network: %w", sandbox.ErrRefused)
+	}
+	hr, err := host.Prepare(req, s.cfg.DefaultLimits, s.cfg.MaxFrameBytes)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: the sandbox is closed", sandbox.ErrInvalidConfig)
+	}
+	s.running.Add(1)
+	s.mu.Unlock()
+	defer s.running.Done()
+	r := &run{s: s, req: hr}
+	return r.execute(ctx)
+}
+
+// run is one execution's state.
+type run struct {
+	s   *Sandbox
+	req *host.Request
+	id  string
+	dir string
+	// inside ids of the init and the program
+	uid, gid uint32
+	task     task
+	proc     *reexec.Process
+	cg       *cgroups.Run
+	iso      sandbox.Isolation
+	netOK    bool
+	wire     *net.UnixConn
+}
+
+func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
+	s := r.s
+	var err error
+	if r.dir, err = host.NewRunDir(s.runs, s.owner, 0o711, false, 0, 0); err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	defer func() {
+		if err := host.RemoveAll(r.dir); err != nil {
+			retErr = errors.Join(retErr, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err))
+		}
+	}()
+	r.id = "psych-" + filepath.Base(r.dir)
+	outer := *s.cfg.RunAs
+	r.uid, r.gid = outer.UID, outer.GID
+	var uidMap, gidMap []specs.LinuxIDMapping
+	if s.eng.userNS() {
+		// runc sets the container up as uid 0 inside, which must be mapped:
+		// to the id below the run's, never to the host's root.
+		r.uid, r.gid = host.SandboxUID, host.SandboxGID
+		uidMap = []specs.LinuxIDMapping{{ContainerID: 0, HostID: outer.UID - 1, Size: 1}, {ContainerID: r.uid, HostID: outer.UID, Size: 1}}
+		gidMap = []specs.LinuxIDMapping{{ContainerID: 0, HostID: outer.GID - 1, Size: 1}, {ContainerID: r.gid, HostID: outer.GID, Size: 1}}
+	}
+
+	// The run directory: the plan, and the sockets the init and the
+	// bootstrap connect to.
+	plan, err := r.plan()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	if err := writeOwned(filepath.Join(r.dir, nsexec.ContainerPlan), plan, outer); err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	syncL, err := listen(filepath.Join(r.dir, nsexec.ContainerSync), "unixpacket", outer)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	defer syncL.Close()
+	wireL, err := listen(filepath.Join(r.dir, "wire.sock"), "unix", outer)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	defer wireL.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("%w: stdout pipe: %w", sandbox.ErrHostFault, err)
+	}
+	defer outR.Close()
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outW.Close()
+		return nil, fmt.Errorf("%w: stderr pipe: %w", sandbox.ErrHostFault, err)
+	}
+	defer errR.Close()
+	closeWriters := sync.OnceFunc(func() { outW.Close(); errW.Close() })
+	defer closeWriters()
+
+	limits := r.req.Limits
+	rs := &runSpec{
+		id:     r.id,
+		labels: map[string]string{ownerLabel: s.owner.String(), runLabel: filepath.Base(r.dir)},
+		args:   s.boot.args,
+		env:    reexec.ContainerEnv(""),
+		uid:    r.uid, gid: r.gid,
+		uidMap: uidMap, gidMap: gidMap,
+		network:  r.req.Network,
+		binds:    append([]bind{{s.boot.dir, bootDir}, {r.dir, runDir}}, etcBinds(s.boot.dir)...),
+		tmpBytes: s.cfg.TmpBytes, tmpInodes: s.cfg.TmpInodes,
+		memoryBytes: limits.MemoryBytes,
+		pids:        int64(limits.ProcessCount) + 1, // the init is one of the run's tasks
+		rlimits:     ociRlimits(),
+		seccomp:     s.oci,
+		stdout:      outW, stderr: errW,
+	}
+	started := time.Now()
+	if r.task, err = s.eng.start(ctx, rs); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: %s: %w", sandbox.ErrHostFault, s.eng.name(), err)
+	}
+	defer func() {
+		if err := r.task.remove(ctx); err != nil {
+			retErr = errors.Join(retErr, fmt.Errorf("%w: %s: remove the container: %w", sandbox.ErrHostFault, s.eng.name(), err))
+		}
+	}()
+	if err := r.connect(ctx, syncL, wireL, outer); err != nil {
+		r.killAll()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	if r.cg != nil {
+		defer r.cg.Close()
+	}
+	r.attest()
+	if err := r.floor(); err != nil {
+		r.killAll()
+		return nil, err
+	}
+
+	var exit reexec.Exit
+	exited := make(chan struct{})
+	go func() { exit, _ = r.proc.Wait(); close(exited) }()
+	// An engine that loses its container (containerd died) ends the run as
+	// a host fault, unless the result was in.
+	var lost atomic.Bool
+	go func() {
+		select {
+		case <-r.task.done():
+			if r.task.lost() {
+				lost.Store(true)
+				r.killAll()
+			}
+		case <-exited:
+		}
+	}()
+	setup := host.Setup{
+		Request: r.req, Wire: r.wire, MaxFrame: s.cfg.MaxFrameBytes, MaxOutput: s.cfg.MaxOutputBytes,
+		Stdout: outR, Stderr: errR, Exited: exited, Kill: r.killAll, Started: started,
+	}
+	if r.cg != nil {
+		setup.Meter = r.cg
+	}
+	e := host.Begin(ctx, setup)
+	cancelled := e.Supervise(ctx)
+	usage := e.Usage(sandbox.Usage{}, 1) // the init is not the program's
+	r.wire.Close()
+	// The container is gone; removing it ends its output streams.
+	rmErr := r.task.remove(ctx)
+	closeWriters()
+	e.Finish()
+	if cancelled != nil {
+		return nil, cancelled
+	}
+	status := host.WaitStatus(exit.Status)
+	if !exit.Reported {
+		code, ok := r.task.exitCode()
+		if ok {
+			status = host.EngineStatus(code)
+		}
+	}
+	iso := r.iso
+	res = e.Result(host.Outcome{Status: status, Usage: usage, NetworkDenied: r.netOK, Isolation: &iso})
+	if lost.Load() && res.Failure != nil && res.Value == nil {
+		return nil, fmt.Errorf("%w: %s lost the container during the run", sandbox.ErrHostFault, s.eng.name())
+	}
+	if rmErr != nil {
+		s.log.Warn("psych: removing a container failed; a later New reaps it", "engine", s.eng.name(), "id", r.id, "err", rmErr)
+	}
+	return res, nil
+}
+
+// connect waits for the init to connect back (verifying the network
+// namespace before the go-ahead), then for the bootstrap's wire.
+func (r *run) connect(ctx context.Context, syncL, wireL *net.UnixListener, outer IDs) error {
+	// The container failing before it connects ends the wait at once.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-r.task.done():
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	var err error
+	r.proc, err = reexec.Accept(wctx, &reexec.AcceptOptions{
+		Listener: syncL, UID: int(outer.UID), Timeout: 60 * time.Second,
+		Ready: r.ready,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, sandbox.ErrRefused) {
+			return err
+		}
+		if code, ok := r.task.exitCode(); ok {
+			return fmt.Errorf("%w: the container exited with status %d before its init reported (%v)", sandbox.ErrHostFault, code, err)
+		}
+		return fmt.Errorf("%w: the container's init: %w", sandbox.ErrHostFault, err)
+	}
+	wireL.SetDeadline(time.Now().Add(60 * time.Second))
+	stop := context.AfterFunc(wctx, func() { wireL.SetDeadline(time.Now()) })
+	r.wire, err = wireL.AcceptUnix()
+	stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: the bootstrap never connected: %w", sandbox.ErrHostFault, err)
+	}
+	wireL.Close()
+	cred, err := peerCred(r.wire)
+	if err != nil || int(cred.Uid) != int(outer.UID) || host.PPid(int(cred.Pid)) != r.proc.InitPID {
+		r.wire.Close()
+		return fmt.Errorf("%w: the wire's peer (%+v, %v) is not the run's interpreter", sandbox.ErrHostFault, cred, err)
+	}
+	r.proc.InterpPID = int(cred.Pid)
+	return nil
+}
+
+// ready runs once the init connected: it opens the run's cgroups and
+// verifies its network namespace, through a netlink socket a helper opened
+// inside it, before the go-ahead.
+func (r *run) ready(initPID int) error {
+	var err error
+	if r.cg, err = cgroups.Open(initPID); err != nil {
+		return fmt.Errorf("%w: the container's cgroups: %w", sandbox.ErrHostFault, err)
+	}
+	if r.req.Network {
+		return nil
+	}
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", initPID))
+	if err != nil {
+		return fmt.Errorf("%w: the container's network namespace: %w", sandbox.ErrHostFault, err)
+	}
+	defer ns.Close()
+	nl, err := reexec.NetlinkIn(ns)
+	if err != nil {
+		return fmt.Errorf("%w: the container's network namespace: %w", sandbox.ErrHostFault, err)
+	}
+	defer nl.Close()
+	fd := int(nl.Fd())
+	if h := r.s.hooks.beforeNetCheck; h != nil {
+		if err := h(fd); err != nil {
+			return err
+		}
+	}
+	check, err := netns.Verify(fd)
+	nc := &sandbox.NetworkCheck{Verified: err == nil && check.Denied, Reason: check.Reason}
+	for _, l := range check.Links {
+		nc.Links = append(nc.Links, l.Name)
+	}
+	if err != nil {
+		nc.Reason = err.Error()
+	}
+	r.iso.Network = nc
+	r.netOK = nc.Verified
+	if !r.netOK {
+		// A container's network is the engine's doing, --network=none: a
+		// namespace that fails the check is a broken engine, never run.
+		return fmt.Errorf("the container's network namespace failed its check (%s): %w", nc.Reason, sandbox.ErrRefused)
+	}
+	return nil
+}
+
+// attest reads what the run actually has, from the kernel, before the
+// start frame is sent.
+func (r *run) attest() {
+	s := r.s
+	iso := &r.iso
+	iso.Backend = "container"
+	iso.Engine = string(s.eng.name())
+	img, _ := s.eng.image()
+	iso.Image = &img
+	iso.Mode = "namespaces"
+	iso.SeccompDigest = s.filter.Digest()
+	iso.LandlockScoped = []string{}
+	if s.scopes != 0 {
+		iso.LandlockScoped = []string{"abstract_unix_socket", "signal"}
+	}
+	iso.Cgroup = cgroups.ModeNone
+	if r.cg != nil {
+		iso.Cgroup = r.cg.Mode()
+	}
+	iso.Init = host.ReadStatus(r.proc.InitPID)
+	pid := r.proc.InterpPID
+	iso.Interpreter = host.ReadStatus(pid)
+	iso.Namespaces = host.Namespaces(pid, s.hostNS)
+	if slices.Contains(iso.Namespaces, "user") {
+		iso.UIDMap = host.ReadMap(pid, "uid_map")
+		iso.GIDMap = host.ReadMap(pid, "gid_map")
+	}
+}
+
+// floor refuses a run below psych's floor, whatever options said: no
+// capabilities, a seccomp filter, no_new_privs, in both the init and the
+// interpreter, and the network denial verified unless it was granted.
+func (r *run) floor() error {
+	iso := &r.iso
+	for _, p := range []struct {
+		name string
+		st   sandbox.ProcessStatus
+	}{{"init", iso.Init}, {"interpreter", iso.Interpreter}} {
+		if strings.Trim(p.st.CapEff, "0") != "" || p.st.CapEff == "" || p.st.Seccomp != 2 || p.st.NoNewPrivs != 1 {
+			return fmt.Errorf("the container's %s is below the floor (cap_eff %q, seccomp %d, no_new_privs %d): %w", p.name, p.st.CapEff, p.st.Seccomp, p.st.NoNewPrivs, sandbox.ErrRefused)
+		}
+		for _, id := range append(slices.Clone(p.st.UID), p.st.GID...) {
+			if id == 0 {
+				return fmt.Errorf("the container's %s runs with id 0: %w", p.name, sandbox.ErrRefused)
+			}
+		}
+	}
+	if !r.req.Network && !r.netOK {
+		return fmt.Errorf("the container's network denial is not verified: %w", sandbox.ErrRefused)
+	}
+	return nil
+}
+
+// killAll kills the whole container: its init (pid 1 of its pid
+// namespace, so everything in it dies too), its cgroup, and through the
+// engine.
+func (r *run) killAll() {
+	if r.proc != nil {
+		r.proc.Kill()
+	}
+	if r.cg != nil {
+		r.cg.Kill()
+	}
+	if r.task != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		r.task.kill(ctx)
+		cancel()
+	}
+}
+
+// plan is what the init carries out in the container: the rlimits, the
+// drop to the run ids (a no-op: the engine started it as them), Landlock,
+// psych's own seccomp filter over the engine's, and the interpreter.
+func (r *run) plan() ([]byte, error) {
+	s := r.s
+	_, python := s.eng.image()
+	p := &reexec.Plan{
+		OuterUID: r.uid, OuterGID: r.gid, InnerUID: r.uid, InnerGID: r.gid,
+		Exe:      python,
+		Args:     append([]string{python}, bootstrap.SocketArgs(runDir+"/wire.sock")...),
+		Env:      host.Env(host.Home, filepath.Dir(python)+":/usr/local/bin:/usr/bin:/bin", s.cfg.EnvAllowlist),
+		Cwd:      host.Home,
+		Rlimits:  r.rlimits(),
+		Landlock: s.scopes,
+		Seccomp:  s.filter.Bytes(),
+	}
+	return p.Encode()
+}
+
+// rlimits are the per-process limits, as on the subprocess backend but for
+// RLIMIT_NPROC: without a user namespace of its own a container's uid is
+// shared with every other process of that uid on the host, so the pids
+// cgroup alone caps the run, and NPROC is left high enough not to reach
+// across runs.
+func (r *run) rlimits() []reexec.Rlimit {
+	l := r.req.Limits
+	cpu := uint64(math.Ceil(l.CPUSeconds))
+	as, fsize := uint64(l.AddressSpaceBytes), uint64(l.FileSizeBytes)
+	return []reexec.Rlimit{
+		{Resource: unix.RLIMIT_CPU, Soft: cpu, Hard: cpu + 1},
+		{Resource: unix.RLIMIT_AS, Soft: as, Hard: as},
+		{Resource: unix.RLIMIT_FSIZE, Soft: fsize, Hard: fsize},
+		{Resource: unix.RLIMIT_NPROC, Soft: 1024, Hard: 1024},
+		{Resource: unix.RLIMIT_NOFILE, Soft: 256, Hard: 256},
+		{Resource: unix.RLIMIT_STACK, Soft: 8 << 20, Hard: 8 << 20},
+		{Resource: unix.RLIMIT_CORE, Soft: 0, Hard: 0},
+	}
+}
+
+// ociRlimits are the engine's rlimits: only those the engine must set
+// before the init (which only lowers, and sets the rest itself before any
+// line of the program): NOFILE and NPROC at 1024, which a host without
+// CAP_SYS_RESOURCE can still give, and no core dumps. An RLIMIT_AS set by
+// the engine would bind runc's own init, whose Go runtime then cannot load
+// the seccomp filter.
+func ociRlimits() []specs.POSIXRlimit {
+	return []specs.POSIXRlimit{
+		{Type: "RLIMIT_NOFILE", Soft: 1024, Hard: 1024},
+		{Type: "RLIMIT_NPROC", Soft: 1024, Hard: 1024},
+		{Type: "RLIMIT_CORE", Soft: 0, Hard: 0},
+	}
+}
+
+// etcBinds bind the sandbox's /etc files from the boot directory.
+func etcBinds(bootHost string) []bind {
+	var out []bind
+	for _, t := range etcTargets() {
+		out = append(out, bind{filepath.Join(bootHost, t), t})
+	}
+	return out
+}
+
+// listen makes a Unix socket at path that only the run's uid (and root)
+// may connect to.
+func listen(path, network string, owner IDs) (*net.UnixListener, error) {
+	l, err := net.ListenUnix(network, &net.UnixAddr{Name: path, Net: network})
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chown(path, int(owner.UID), int(owner.GID)); err != nil {
+		l.Close()
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// writeOwned writes a file only owner may read.
+func writeOwned(path string, b []byte, owner IDs) error {
+	if err := os.WriteFile(path, b, 0o400); err != nil {
+		return err
+	}
+	return os.Chown(path, int(owner.UID), int(owner.GID))
+}
+
+func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	return cred, cerr
+}
+
+// landlockScopes are the Landlock scopes (ABI 6) the init applies: abstract
+// Unix sockets and signals; zero where the kernel lacks ABI 6.
+func landlockScopes() uint64 {
+	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, 1)
+	if errno != 0 || int(abi) < 6 {
+		return 0
+	}
+	return 1 | 2
+}
+
+var _ = syscall.SIGKILL

@@ -1,0 +1,341 @@
+//go:build linux && cgo
+
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/core/mount"
+	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	"github.com/containerd/errdefs"
+	"github.com/opencontainers/image-spec/identity"
+	"github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+// snapshotter is the snapshotter psych's containers use.
+const snapshotter = "overlayfs"
+
+// baseVersion names the layout of psych's base snapshot; a new layout
+// makes a new base.
+const baseVersion = "1"
+
+// containerdEngine runs containers through the containerd client, over one
+// connection kept for the Sandbox's life.
+type containerdEngine struct {
+	c        *client.Client
+	ns       string
+	img      sandbox.Image
+	python   string
+	base     string // psych's base snapshot: the image plus the mount points psych needs
+	specOpts []oci.SpecOpts
+}
+
+func newContainerd(ctx context.Context, cfg *Config, python string) (engine, error) {
+	c, err := client.New(cfg.ContainerdAddress, client.WithDefaultNamespace(cfg.Namespace), client.WithTimeout(3*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("%w: containerd at %s: %w", ErrEngineUnreachable, cfg.ContainerdAddress, err)
+	}
+	vctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := c.Version(vctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%w: containerd at %s: %w", ErrEngineUnreachable, cfg.ContainerdAddress, err)
+	}
+	e := &containerdEngine{c: c, ns: cfg.Namespace, specOpts: cfg.SpecOpts}
+	if err := e.prepare(ctx, cfg, python); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *containerdEngine) name() Engine                   { return Containerd }
+func (e *containerdEngine) image() (sandbox.Image, string) { return e.img, e.python }
+func (e *containerdEngine) userNS() bool                   { return true }
+func (e *containerdEngine) close() error                   { return e.c.Close() }
+
+// prepare finds the image (never pulling it), unpacks it if it is not yet,
+// and makes psych's base snapshot over it once per image: a committed layer
+// that adds only empty mount points (psych's directories, /tmp, /dev,
+// /proc, the /etc files), so that each run's root can be a read-only view.
+func (e *containerdEngine) prepare(ctx context.Context, cfg *Config, python string) error {
+	img, err := e.c.GetImage(ctx, cfg.Image)
+	if errdefs.IsNotFound(err) {
+		return fmt.Errorf("%w: %s is not in containerd's namespace %q; import it with `make image` (psych's own) or `ctr -n %s images import ARCHIVE`, or pull it yourself with `ctr -n %s images pull %s`",
+			ErrImageNotFound, cfg.Image, cfg.Namespace, cfg.Namespace, cfg.Namespace, cfg.Image)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: containerd: look up image %s: %w", sandbox.ErrHostFault, cfg.Image, err)
+	}
+	e.img = sandbox.Image{Ref: cfg.Image, Digest: img.Target().Digest.String()}
+	spec, err := img.Spec(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: containerd: image %s config: %w", sandbox.ErrInvalidConfig, cfg.Image, err)
+	}
+	e.python = python
+	if p := spec.Config.Labels[ImageLabelPython]; p != "" {
+		e.python = p
+	}
+	unpacked, err := img.IsUnpacked(ctx, snapshotter)
+	if err != nil {
+		return fmt.Errorf("%w: containerd: %w", sandbox.ErrHostFault, err)
+	}
+	if !unpacked {
+		if err := img.Unpack(ctx, snapshotter); err != nil {
+			return fmt.Errorf("%w: containerd: unpack %s: %w", sandbox.ErrHostFault, cfg.Image, err)
+		}
+	}
+	diffIDs, err := img.RootFS(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: containerd: %w", sandbox.ErrHostFault, err)
+	}
+	chain := identity.ChainID(diffIDs)
+	e.base = "psych-base-" + baseVersion + "-" + chain.Encoded()
+	sn := e.c.SnapshotService(snapshotter)
+	if _, err := sn.Stat(ctx, e.base); err == nil {
+		return e.checkPython(ctx, sn)
+	}
+	tmp := e.base + "-prepare-" + fmt.Sprint(os.Getpid())
+	sn.Remove(ctx, tmp)
+	mounts, err := sn.Prepare(ctx, tmp, chain.String())
+	if err != nil {
+		return fmt.Errorf("%w: containerd: prepare the base snapshot: %w", sandbox.ErrHostFault, err)
+	}
+	defer sn.Remove(ctx, tmp)
+	err = mount.WithTempMount(ctx, mounts, func(root string) error {
+		if err := hasFile(root, e.python); err != nil {
+			return err
+		}
+		return mountPoints(root)
+	})
+	if err != nil {
+		return err
+	}
+	err = sn.Commit(ctx, e.base, tmp, snapshots.WithLabels(map[string]string{"containerd.io/gc.root": time.Now().UTC().Format(time.RFC3339)}))
+	if err != nil && !errdefs.IsAlreadyExists(err) {
+		return fmt.Errorf("%w: containerd: commit the base snapshot: %w", sandbox.ErrHostFault, err)
+	}
+	return nil
+}
+
+// checkPython checks the interpreter in an existing base.
+func (e *containerdEngine) checkPython(ctx context.Context, sn snapshots.Snapshotter) error {
+	key := e.base + "-check-" + fmt.Sprint(os.Getpid())
+	sn.Remove(ctx, key)
+	mounts, err := sn.View(ctx, key, e.base)
+	if err != nil {
+		return fmt.Errorf("%w: containerd: view the base snapshot: %w", sandbox.ErrHostFault, err)
+	}
+	defer sn.Remove(ctx, key)
+	return mount.WithReadonlyTempMount(ctx, mounts, func(root string) error { return hasFile(root, e.python) })
+}
+
+// hasFile checks that p, resolved inside root, is an executable file.
+func hasFile(root, p string) error {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	fi, err := r.Stat(path.Clean(p)[1:])
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("%w: the image has no interpreter at %s (%v); set ContainerPythonBin, or the image label %s", sandbox.ErrInvalidConfig, p, err, ImageLabelPython)
+	}
+	return nil
+}
+
+// mountPoints makes, in a base snapshot's root, the mount points every run
+// needs and the image may lack.
+func mountPoints(root string) error {
+	for _, d := range []string{bootDir, runDir, "/tmp", "/dev", "/proc", "/etc"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return fmt.Errorf("%w: base snapshot: %w", sandbox.ErrHostFault, err)
+		}
+	}
+	for _, f := range etcTargets() {
+		p := filepath.Join(root, f)
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			if err := os.WriteFile(p, nil, 0o644); err != nil {
+				return fmt.Errorf("%w: base snapshot: %w", sandbox.ErrHostFault, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (e *containerdEngine) start(ctx context.Context, rs *runSpec) (_ task, retErr error) {
+	ctx, done, err := e.c.WithLease(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("containerd lease: %w", err)
+	}
+	defer done(context.WithoutCancel(ctx))
+	sn := e.c.SnapshotService(snapshotter)
+	if _, err := sn.View(ctx, rs.id, e.base, snapshots.WithLabels(rs.labels)); err != nil {
+		return nil, fmt.Errorf("containerd view snapshot: %w", err)
+	}
+	t := &containerdTask{e: e, id: rs.id, exited: make(chan struct{})}
+	defer func() {
+		if retErr != nil {
+			t.remove(context.WithoutCancel(ctx))
+			sn.Remove(context.WithoutCancel(ctx), rs.id)
+		}
+	}()
+	opts := append(append([]oci.SpecOpts{}, e.specOpts...), harden(rs))
+	t.ctr, err = e.c.NewContainer(ctx, rs.id,
+		client.WithSnapshotter(snapshotter),
+		client.WithSnapshot(rs.id),
+		client.WithContainerLabels(rs.labels),
+		client.WithRuntime("io.containerd.runc.v2", nil),
+		client.WithNewSpec(opts...),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("containerd new container: %w", err)
+	}
+	t.task, err = t.ctr.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, rs.stdout, rs.stderr)))
+	if err != nil {
+		return nil, fmt.Errorf("containerd new task: %w", err)
+	}
+	wait, err := t.task.Wait(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("containerd wait: %w", err)
+	}
+	go func() {
+		st := <-wait
+		code, _, err := st.Result()
+		t.mu.Lock()
+		t.code, t.ok, t.gone = code, err == nil, err != nil
+		t.mu.Unlock()
+		close(t.exited)
+	}()
+	if err := t.task.Start(ctx); err != nil {
+		return nil, fmt.Errorf("containerd start task: %w", err)
+	}
+	return t, nil
+}
+
+// containerdTask is one container and its task.
+type containerdTask struct {
+	e      *containerdEngine
+	id     string
+	ctr    client.Container
+	task   client.Task
+	exited chan struct{}
+	mu     sync.Mutex
+	code   uint32
+	ok     bool
+	gone   bool // the wait ended in an error: containerd lost the task
+	once   sync.Once
+	err    error
+}
+
+func (t *containerdTask) done() <-chan struct{} { return t.exited }
+
+func (t *containerdTask) exitCode() (uint32, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.code, t.ok
+}
+
+func (t *containerdTask) lost() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.gone
+}
+
+func (t *containerdTask) kill(ctx context.Context) error {
+	if t.task == nil {
+		return nil
+	}
+	err := t.task.Kill(ctx, syscall.SIGKILL, client.WithKillAll)
+	if err != nil && !errdefs.IsNotFound(err) && !errdefs.IsFailedPrecondition(err) {
+		return err
+	}
+	return nil
+}
+
+// remove deletes the task (killing what is left), the container and its
+// snapshot, with a context of its own: it runs on every path, a cancelled
+// run's included.
+func (t *containerdTask) remove(ctx context.Context) error {
+	t.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+		defer cancel()
+		var errs []error
+		if t.task != nil {
+			if _, err := t.task.Delete(ctx, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete task: %w", err))
+			}
+		}
+		if t.ctr != nil {
+			if err := t.ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete container: %w", err))
+			}
+		}
+		t.err = errors.Join(errs...)
+	})
+	return t.err
+}
+
+func (e *containerdEngine) reap(ctx context.Context, dead func(string) bool) (int, error) {
+	list, err := e.c.Containers(ctx, fmt.Sprintf("labels.%q", ownerLabel))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var errs []error
+	for _, c := range list {
+		labels, err := c.Labels(ctx)
+		if err != nil || !dead(labels[ownerLabel]) {
+			continue
+		}
+		t := &containerdTask{e: e, id: c.ID(), ctr: c}
+		if task, err := c.Task(ctx, nil); err == nil {
+			t.task = task
+			t.kill(ctx)
+		}
+		if err := t.remove(ctx); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	// Views a dead host made but never gave a container.
+	sn := e.c.SnapshotService(snapshotter)
+	var stale []string
+	sn.Walk(ctx, func(ctx context.Context, info snapshots.Info) error {
+		if o, ok := info.Labels[ownerLabel]; ok && dead(o) {
+			stale = append(stale, info.Name)
+		}
+		return nil
+	})
+	for _, name := range stale {
+		if err := sn.Remove(ctx, name); err == nil {
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// harden is psych's spec, applied after every other option, so it wins.
+func harden(rs *runSpec) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		fillSpec(s, rs)
+		return nil
+	}
+}
+
+var _ = specs.Version
