@@ -5,12 +5,15 @@ package container
 import (
 	"bufio"
 	"debug/elf"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
@@ -34,7 +37,7 @@ type boot struct {
 	args []string // the init's argv, as the container sees it
 }
 
-func newBoot(base string, owner cgroups.Owner) (b *boot, retErr error) {
+func newBoot(base string, owner cgroups.Owner, profile *specs.LinuxSeccomp) (b *boot, retErr error) {
 	dir, err := host.NewRunDir(base, owner, 0o755, false, 0, 0)
 	if err != nil {
 		return nil, err
@@ -55,6 +58,16 @@ func newBoot(base string, owner cgroups.Owner) (b *boot, retErr error) {
 		return nil, err
 	}
 	b = &boot{dir: dir, args: []string{bootDir + "/init"}}
+	if err := os.Mkdir(filepath.Join(dir, "empty"), 0o555); err != nil {
+		return nil, err
+	}
+	js, err := json.Marshal(profile)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "seccomp.json"), js, 0o444); err != nil {
+		return nil, err
+	}
 	f, err := elf.Open("/proc/self/exe")
 	if err != nil {
 		return nil, fmt.Errorf("read this executable: %w", err)

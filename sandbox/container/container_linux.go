@@ -39,6 +39,7 @@ type Sandbox struct {
 	owner   cgroups.Owner
 	boot    *boot
 	runs    string // the per-run directories' base
+	mnts    string // the base of the runs' scratch directories (mounts an engine makes)
 	filter  *seccomp.Filter
 	oci     *specs.LinuxSeccomp
 	hostNS  map[string]string
@@ -97,15 +98,17 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 	if err := host.PrepareBase(cfg.RunBase, 0); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
-	s.runs = filepath.Join(cfg.RunBase, "runs")
-	if err := host.PrepareBase(s.runs, 0); err != nil {
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
-	}
-	if err := os.Chmod(s.runs, 0o711); err != nil {
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	s.runs, s.mnts = filepath.Join(cfg.RunBase, "runs"), filepath.Join(cfg.RunBase, "mnt")
+	for _, d := range []string{s.runs, s.mnts} {
+		if err := host.PrepareBase(d, 0); err != nil {
+			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+		}
+		if err := os.Chmod(d, 0o711); err != nil {
+			return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+		}
 	}
 	s.reap(ctx)
-	if s.boot, err = newBoot(cfg.RunBase, s.owner); err != nil {
+	if s.boot, err = newBoot(cfg.RunBase, s.owner, s.oci); err != nil {
 		return nil, fmt.Errorf("%w: prepare the init: %w", sandbox.ErrHostFault, err)
 	}
 	return s, nil
@@ -150,6 +153,7 @@ func (s *Sandbox) reap(ctx context.Context) {
 		s.log.Info("psych: reaped what dead hosts left", "engine", s.eng.name(), "removed", n, "err", err)
 	}
 	host.RemoveStale(s.runs)
+	host.RemoveStale(s.mnts)
 	host.RemoveStale(s.cfg.RunBase)
 }
 
@@ -227,6 +231,15 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 		}
 	}()
 	r.id = "psych-" + filepath.Base(r.dir)
+	scratch, err := host.NewRunDir(s.mnts, s.owner, 0o711, false, 0, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	defer func() {
+		if err := host.RemoveAll(scratch); err != nil {
+			retErr = errors.Join(retErr, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err))
+		}
+	}()
 	outer := *s.cfg.RunAs
 	r.uid, r.gid = outer.UID, outer.GID
 	var uidMap, gidMap []specs.LinuxIDMapping
@@ -286,6 +299,9 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 		pids:        int64(limits.ProcessCount) + 1, // the init is one of the run's tasks
 		rlimits:     ociRlimits(),
 		seccomp:     s.oci,
+		seccompFile: filepath.Join(s.boot.dir, "seccomp.json"),
+		empty:       filepath.Join(s.boot.dir, "empty"),
+		scratch:     scratch,
 		stdout:      outW, stderr: errW,
 	}
 	started := time.Now()
@@ -394,7 +410,7 @@ func (r *run) connect(ctx context.Context, syncL, wireL *net.UnixListener, outer
 			return err
 		}
 		if code, ok := r.task.exitCode(); ok {
-			return fmt.Errorf("%w: the container exited with status %d before its init reported (%v)", sandbox.ErrHostFault, code, err)
+			return fmt.Errorf("%w: the container exited with status %d before its init reported (%v): %.2000s", sandbox.ErrHostFault, code, err, r.task.why())
 		}
 		return fmt.Errorf("%w: the container's init: %w", sandbox.ErrHostFault, err)
 	}

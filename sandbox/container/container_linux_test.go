@@ -51,7 +51,14 @@ func newTestSandbox(t *testing.T, engine Engine, cfg Config) *Sandbox {
 // backend describes engine to the contract suite, with the differences
 // contract.Backend declares.
 func backend(engine Engine) contract.Backend {
+	namespaces := contract.AllNamespaces
+	if engine != Containerd {
+		namespaces = namespaces[1:] // no user namespace
+	}
 	return contract.Backend{
+		// Only containerd gives each run a user namespace of its own here.
+		HostUIDs:   engine != Containerd,
+		Namespaces: namespaces,
 		New: func(t *testing.T, opts contract.Options) sandbox.Sandbox {
 			return newTestSandbox(t, engine, Config{EnvAllowlist: opts.EnvAllowlist})
 		},
@@ -61,3 +68,5 @@ func backend(engine Engine) contract.Backend {
 }
 
 func TestContractContainerd(t *testing.T) { contract.Run(t, backend(Containerd)) }
+func TestContractPodman(t *testing.T)     { contract.Run(t, backend(Podman)) }
+func TestContractDocker(t *testing.T)     { contract.Run(t, backend(Docker)) }

@@ -250,6 +250,8 @@ func (t *containerdTask) exitCode() (uint32, bool) {
 	return t.code, t.ok
 }
 
+func (t *containerdTask) why() string { return "" }
+
 func (t *containerdTask) lost() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()

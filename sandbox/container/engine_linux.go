@@ -5,6 +5,7 @@ package container
 import (
 	"context"
 	"io"
+	"slices"
 
 	"github.com/opencontainers/runtime-spec/specs-go"
 
@@ -42,6 +43,8 @@ type task interface {
 	// ok is true.
 	exitCode() (code uint32, ok bool)
 	lost() bool
+	// why is what the engine said when it failed to start the container.
+	why() string
 	// kill kills everything in the container.
 	kill(ctx context.Context) error
 	// remove deletes the container and all the engine made for it.
@@ -75,8 +78,24 @@ type runSpec struct {
 	pids           int64
 	rlimits        []specs.POSIXRlimit
 	seccomp        *specs.LinuxSeccomp
+	seccompFile    string // the same, as JSON, for the CLI engines
 	stdout, stderr io.Writer
+	// empty is an empty read-only directory of the host's, to cover /sys
+	// where the engine mounts a sysfs psych cannot leave out.
+	empty string
+	// scratch is a host directory of the run's own where an engine may
+	// mount what it needs (removed with the run, mounts and all).
+	scratch string
 }
 
 // bind is a read-only bind mount of a host path.
 type bind struct{ source, target string }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -60,11 +60,13 @@ func NewRunDir(base string, owner cgroups.Owner, perm os.FileMode, chown bool, u
 }
 
 // RemoveAll removes dir even where the program left directories without
-// write or search permission (which stops RemoveAll for a non-root host).
+// write or search permission (which stops RemoveAll for a non-root host),
+// and where a file system is still mounted below it (unmounted first).
 func RemoveAll(dir string) error {
 	if err := os.RemoveAll(dir); err == nil {
 		return nil
 	}
+	unmountUnder(dir)
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if d != nil && d.IsDir() {
 			os.Chmod(p, 0o700)
