@@ -88,7 +88,7 @@ func Accept(ctx context.Context, o *AcceptOptions) (_ *Process, retErr error) {
 			p.reap()
 		}
 	}()
-	cred, err := peerCred(conn)
+	cred, err := PeerCred(conn)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,9 @@ func Accept(ctx context.Context, o *AcceptOptions) (_ *Process, retErr error) {
 	return p, nil
 }
 
-func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
+// PeerCred is the credentials of the process at the other end of c when it
+// connected (SO_PEERCRED), its pid in this process's pid namespace.
+func PeerCred(c *net.UnixConn) (*unix.Ucred, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return nil, err

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/opencontainers/runtime-spec/specs-go"
@@ -24,7 +23,6 @@ import (
 	"github.com/psych-runtime/psych/bootstrap"
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/internal/reexec"
-	"github.com/psych-runtime/psych/netns"
 	"github.com/psych-runtime/psych/nsexec"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
@@ -94,7 +92,7 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 	if s.oci, err = seccomp.Default().OCI(); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	s.scopes = landlockScopes()
+	s.scopes = host.LandlockScopes()
 	if err := host.PrepareBase(cfg.RunBase, 0); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
@@ -351,6 +349,7 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	setup := host.Setup{
 		Request: r.req, Wire: r.wire, MaxFrame: s.cfg.MaxFrameBytes, MaxOutput: s.cfg.MaxOutputBytes,
 		Stdout: outR, Stderr: errR, Exited: exited, Kill: r.killAll, Started: started,
+		SetupInPidsPeak: true,
 	}
 	if r.cg != nil {
 		setup.Meter = r.cg
@@ -425,7 +424,7 @@ func (r *run) connect(ctx context.Context, syncL, wireL *net.UnixListener, outer
 		return fmt.Errorf("%w: the bootstrap never connected: %w", sandbox.ErrHostFault, err)
 	}
 	wireL.Close()
-	cred, err := peerCred(r.wire)
+	cred, err := reexec.PeerCred(r.wire)
 	if err != nil || int(cred.Uid) != int(outer.UID) || host.PPid(int(cred.Pid)) != r.proc.InitPID {
 		r.wire.Close()
 		return fmt.Errorf("%w: the wire's peer (%+v, %v) is not the run's interpreter", sandbox.ErrHostFault, cred, err)
@@ -456,18 +455,9 @@ func (r *run) ready(initPID int) error {
 	}
 	defer nl.Close()
 	fd := int(nl.Fd())
-	if h := r.s.hooks.beforeNetCheck; h != nil {
-		if err := h(fd); err != nil {
-			return err
-		}
-	}
-	check, err := netns.Verify(fd)
-	nc := &sandbox.NetworkCheck{Verified: err == nil && check.Denied, Reason: check.Reason}
-	for _, l := range check.Links {
-		nc.Links = append(nc.Links, l.Name)
-	}
+	nc, err := host.CheckNetwork(fd, r.s.hooks.beforeNetCheck)
 	if err != nil {
-		nc.Reason = err.Error()
+		return err
 	}
 	r.iso.Network = nc
 	r.netOK = nc.Verified
@@ -490,10 +480,7 @@ func (r *run) attest() {
 	iso.Image = &img
 	iso.Mode = "namespaces"
 	iso.SeccompDigest = s.filter.Digest()
-	iso.LandlockScoped = []string{}
-	if s.scopes != 0 {
-		iso.LandlockScoped = []string{"abstract_unix_socket", "signal"}
-	}
+	iso.LandlockScoped = host.ScopeNames(s.scopes)
 	iso.Cgroup = cgroups.ModeNone
 	if r.cg != nil {
 		iso.Cgroup = r.cg.Mode()
@@ -636,30 +623,3 @@ func writeOwned(path string, b []byte, owner IDs) error {
 	}
 	return os.Chown(path, int(owner.UID), int(owner.GID))
 }
-
-func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := rc.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return nil, err
-	}
-	return cred, cerr
-}
-
-// landlockScopes are the Landlock scopes (ABI 6) the init applies: abstract
-// Unix sockets and signals; zero where the kernel lacks ABI 6.
-func landlockScopes() uint64 {
-	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, 1)
-	if errno != 0 || int(abi) < 6 {
-		return 0
-	}
-	return 1 | 2
-}
-
-var _ = syscall.SIGKILL

@@ -110,10 +110,7 @@ func (r *run) attest() {
 	if !r.s.hooks.noSeccomp {
 		iso.SeccompDigest = r.s.filter.Digest()
 	}
-	iso.LandlockScoped = []string{}
-	if r.s.landlock != 0 {
-		iso.LandlockScoped = []string{"abstract_unix_socket", "signal"}
-	}
+	iso.LandlockScoped = host.ScopeNames(r.s.landlock)
 	iso.Init = host.ReadStatus(r.proc.InitPID)
 	pid := r.proc.InterpPID
 	if pid == 0 {
@@ -142,22 +139,4 @@ func checkOthersExec(python string) error {
 		return fmt.Errorf("interpreter %s (mode %v) is not executable by others, as the sandbox user needs", real, fi.Mode())
 	}
 	return nil
-}
-
-// Landlock scopes (ABI 6), which x/sys does not name yet.
-const (
-	landlockScopeAbstractUnix = 1 << 0
-	landlockScopeSignal       = 1 << 1
-)
-
-// landlockScopes returns the scopes to confine every run with: abstract Unix
-// sockets and signals stay inside the run's own domain. Zero where the kernel
-// lacks Landlock ABI 6.
-func landlockScopes() uint64 {
-	const createRulesetVersion = 1
-	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, createRulesetVersion)
-	if errno != 0 || int(abi) < 6 {
-		return 0
-	}
-	return landlockScopeAbstractUnix | landlockScopeSignal
 }

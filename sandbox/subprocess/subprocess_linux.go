@@ -19,7 +19,6 @@ import (
 	"github.com/psych-runtime/psych/bootstrap"
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/internal/reexec"
-	"github.com/psych-runtime/psych/netns"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
 	"github.com/psych-runtime/psych/sandbox/wire"
@@ -142,7 +141,7 @@ func New(cfg Config) (*Sandbox, error) {
 			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 		}
 	}
-	s.landlock = landlockScopes()
+	s.landlock = host.LandlockScopes()
 	s.hostNS = host.HostNamespaces()
 	if s.filter, err = seccomp.DefaultFilter(); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
@@ -351,18 +350,9 @@ func (r *run) ready(initPID int, netlink *os.File) error {
 		return nil
 	}
 	fd := int(netlink.Fd())
-	if h := r.s.hooks.beforeNetCheck; h != nil {
-		if err := h(fd); err != nil {
-			return err
-		}
-	}
-	check, err := netns.Verify(fd)
-	nc := &sandbox.NetworkCheck{Verified: err == nil && check.Denied, Reason: check.Reason}
-	for _, l := range check.Links {
-		nc.Links = append(nc.Links, l.Name)
-	}
+	nc, err := host.CheckNetwork(fd, r.s.hooks.beforeNetCheck)
 	if err != nil {
-		nc.Reason = err.Error()
+		return err
 	}
 	r.iso.Network = nc
 	r.netOK = nc.Verified

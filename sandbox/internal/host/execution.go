@@ -35,6 +35,11 @@ type Setup struct {
 	Meter Meter
 	// Started is when the backend began to start the run.
 	Started time.Time
+	// SetupInPidsPeak says the cgroup's pids.peak also counts the tasks the
+	// backend's setup had in it (a container engine's runc init, whose Go
+	// runtime has several threads): the peak then comes from the host's
+	// own samples alone.
+	SetupInPidsPeak bool
 }
 
 // CPUPoll is how often the whole-run CPU and OOM counters are read.
@@ -200,7 +205,7 @@ func (e *Execution) Usage(fallback sandbox.Usage, ownTasks int64) *sandbox.Usage
 		u.PeakMemoryBytes = st.MemoryPeak
 	}
 	peak := e.ev.PidsPeak
-	if st.PidsPeakKnown {
+	if st.PidsPeakKnown && !e.s.SetupInPidsPeak {
 		peak = max(peak, st.PidsPeak)
 	}
 	if e.ev.PidsMaxEvents > 0 {

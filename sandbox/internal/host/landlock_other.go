@@ -1,0 +1,9 @@
+//go:build !linux
+
+package host
+
+// LandlockScopes is zero where there is no Landlock.
+func LandlockScopes() uint64 { return 0 }
+
+// ScopeNames names no scopes here.
+func ScopeNames(uint64) []string { return []string{} }
