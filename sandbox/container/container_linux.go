@@ -314,15 +314,20 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 			retErr = errors.Join(retErr, fmt.Errorf("%w: %s: remove the container: %w", sandbox.ErrHostFault, s.eng.name(), err))
 		}
 	}()
+	defer func() {
+		// Before the engine removes the container (deferred above): kill
+		// what is left and wait until the cgroup is empty, so that the
+		// engine's removal of it cannot fail on a process still dying.
+		if r.cg != nil {
+			r.cg.Remove()
+		}
+	}()
 	if err := r.connect(ctx, syncL, wireL, outer); err != nil {
 		r.killAll()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, err
-	}
-	if r.cg != nil {
-		defer r.cg.Close()
 	}
 	r.attest()
 	if err := r.floor(); err != nil {
@@ -358,6 +363,9 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	cancelled := e.Supervise(ctx)
 	usage := e.Usage(sandbox.Usage{}, 1) // the init is not the program's
 	r.wire.Close()
+	if r.cg != nil {
+		r.cg.Remove()
+	}
 	// The container is gone; removing it ends its output streams.
 	rmErr := r.task.remove(ctx)
 	closeWriters()
@@ -374,8 +382,8 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	}
 	iso := r.iso
 	res = e.Result(host.Outcome{Status: status, Usage: usage, NetworkDenied: r.netOK, Isolation: &iso})
-	if lost.Load() && res.Failure != nil && res.Value == nil {
-		return nil, fmt.Errorf("%w: %s lost the container during the run", sandbox.ErrHostFault, s.eng.name())
+	if lost.Load() && !e.Reported() {
+		return nil, fmt.Errorf("%w: %s lost the container during the run; a later New reaps what is left", sandbox.ErrHostFault, s.eng.name())
 	}
 	if rmErr != nil {
 		s.log.Warn("psych: removing a container failed; a later New reaps it", "engine", s.eng.name(), "id", r.id, "err", rmErr)

@@ -3,10 +3,17 @@
 package container
 
 import (
+	"context"
 	"errors"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/containerd/containerd/v2/pkg/oci"
+	"github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/psych-runtime/psych/netns"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/test/contract"
 )
@@ -29,7 +36,9 @@ func newTestSandbox(t *testing.T, engine Engine, cfg Config) *Sandbox {
 	if os.Geteuid() != 0 {
 		t.Skip("the container backend needs a root host (CI is root)")
 	}
-	cfg.Engine = engine
+	if engine != "" {
+		cfg.Engine = engine
+	}
 	if cfg.Image == "" {
 		cfg.Image = testImage()
 	}
@@ -70,3 +79,114 @@ func backend(engine Engine) contract.Backend {
 func TestContractContainerd(t *testing.T) { contract.Run(t, backend(Containerd)) }
 func TestContractPodman(t *testing.T)     { contract.Run(t, backend(Podman)) }
 func TestContractDocker(t *testing.T)     { contract.Run(t, backend(Docker)) }
+
+// engineOrSkip skips a test where engine cannot be had on this host (never
+// in CI, see newTestSandbox), and returns it opened.
+func engineOrSkip(t *testing.T, engine Engine) *Sandbox {
+	t.Helper()
+	return newTestSandbox(t, engine, Config{})
+}
+
+// forEachEngine runs fn for every engine, as a subtest.
+func forEachEngine(t *testing.T, fn func(t *testing.T, engine Engine)) {
+	for _, e := range engines {
+		t.Run(string(e), func(t *testing.T) { fn(t, e) })
+	}
+}
+
+// ownedContainers lists the containers the engine holds for owner.
+func ownedContainers(t *testing.T, s *Sandbox, owner string) []string {
+	t.Helper()
+	var out []string
+	_, err := s.eng.reap(context.Background(), func(o string) bool {
+		if o == owner {
+			out = append(out, o)
+		}
+		return false // list only
+	})
+	if err != nil {
+		t.Fatalf("list containers: %v", err)
+	}
+	return out
+}
+
+func TestImageNotFound(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, engine Engine) {
+		probe := engineOrSkip(t, engine)
+		_, err := New(Config{Engine: engine, Image: "localhost/psych-no-such-image:0"})
+		if !errors.Is(err, ErrImageNotFound) || !errors.Is(err, sandbox.ErrInvalidConfig) {
+			t.Fatalf("New with a missing image: %v, want ErrImageNotFound (an ErrInvalidConfig)", err)
+		}
+		if !strings.Contains(err.Error(), "make image") {
+			t.Errorf("the error does not say how to get the image: %v", err)
+		}
+		if left := ownedContainers(t, probe, probe.owner.String()); len(left) > 0 {
+			t.Errorf("New with a missing image made containers: %v", left)
+		}
+	})
+}
+
+func TestEngineSelection(t *testing.T) {
+	s := engineOrSkip(t, Containerd)
+	auto := newTestSandbox(t, "", Config{})
+	if auto.Engine() != Containerd {
+		t.Errorf("no engine named: took %s, want containerd, the first reachable", auto.Engine())
+	}
+	_, err := New(Config{Engine: Containerd, ContainerdAddress: "/nonexistent/containerd.sock", Image: testImage()})
+	if !errors.Is(err, ErrEngineUnreachable) || !errors.Is(err, sandbox.ErrInvalidConfig) {
+		t.Errorf("an unreachable containerd: %v, want ErrEngineUnreachable", err)
+	}
+	_, err = New(Config{Engine: "rkt"})
+	if !errors.Is(err, sandbox.ErrInvalidConfig) {
+		t.Errorf("an unknown engine: %v, want ErrInvalidConfig", err)
+	}
+	if got := s.Image(); got.Ref != testImage() || !strings.HasPrefix(got.Digest, "sha256:") {
+		t.Errorf("Image() = %+v", got)
+	}
+}
+
+// TestNetworkCheckCatchesALink: the check of the container's own namespace
+// is real: a link added before it fails it, and the run is refused.
+func TestNetworkCheckCatchesALink(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, engine Engine) {
+		s := engineOrSkip(t, engine)
+		s.hooks.beforeNetCheck = func(fd int) error { return netns.AddDummy(fd, "dummy0") }
+		res, err := s.Run(context.Background(), sandbox.Request{Code: "1"})
+		if !errors.Is(err, sandbox.ErrRefused) || res != nil || !strings.Contains(err.Error(), "dummy0") {
+			t.Fatalf("a namespace with a second link: %v, %+v; want ErrRefused naming dummy0", err, res)
+		}
+		s.hooks.beforeNetCheck = nil
+		res, err = s.Run(context.Background(), sandbox.Request{Code: "1"})
+		if err != nil || !res.NetworkDenied || !res.Isolation.Network.Verified {
+			t.Fatalf("without the hook: %v, %+v", err, res)
+		}
+	})
+}
+
+// TestExtraOptionsNeverLower: options that would add privilege are refused
+// at New (the CLI engines' flags) or overruled by psych's hardening
+// (containerd's spec options), and every run is checked against the floor.
+func TestExtraOptionsNeverLower(t *testing.T) {
+	for _, engine := range []Engine{Podman, Docker} {
+		for _, bad := range []string{"--privileged", "--cap-add=SYS_ADMIN", "-v", "--volume=/:/host", "--network=host", "--security-opt=seccomp=unconfined", "--pid=host"} {
+			if _, err := New(Config{Engine: engine, Image: testImage(), ExtraRunArgs: []string{bad}}); !errors.Is(err, sandbox.ErrInvalidConfig) {
+				t.Errorf("%s with ExtraRunArgs %s: %v, want ErrInvalidConfig", engine, bad, err)
+			}
+		}
+	}
+	engineOrSkip(t, Containerd)
+	s := newTestSandbox(t, Containerd, Config{SpecOpts: []oci.SpecOpts{
+		oci.WithPrivileged,
+		oci.WithHostNamespace(specs.NetworkNamespace),
+		oci.WithHostNamespace(specs.PIDNamespace),
+		oci.WithAddedCapabilities([]string{"CAP_SYS_ADMIN", "CAP_NET_ADMIN"}),
+		oci.WithMounts([]specs.Mount{{Destination: "/host", Type: "bind", Source: "/", Options: []string{"rbind", "rw"}}}),
+	}})
+	res, err := s.Run(context.Background(), sandbox.Request{Code: "import os\n[os.path.exists('/host'), open('/proc/self/status').read().count('CapEff:\\t0000000000000000')]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Value) != "[false,1]" || !res.NetworkDenied || res.Isolation.Interpreter.CapEff != "0000000000000000" || !slices.Contains(res.Isolation.Namespaces, "pid") {
+		t.Fatalf("spec options lowered the sandbox: value %s, network denied %v, isolation %+v", res.Value, res.NetworkDenied, res.Isolation)
+	}
+}

@@ -109,6 +109,12 @@ func (e *containerdEngine) prepare(ctx context.Context, cfg *Config, python stri
 	if _, err := sn.Stat(ctx, e.base); err == nil {
 		return e.checkPython(ctx, sn)
 	}
+	// Under a lease: an active snapshot nothing refers to is garbage.
+	ctx, done, err := e.c.WithLease(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: containerd lease: %w", sandbox.ErrHostFault, err)
+	}
+	defer done(context.WithoutCancel(ctx))
 	tmp := e.base + "-prepare-" + fmt.Sprint(os.Getpid())
 	sn.Remove(ctx, tmp)
 	mounts, err := sn.Prepare(ctx, tmp, chain.String())
@@ -134,6 +140,11 @@ func (e *containerdEngine) prepare(ctx context.Context, cfg *Config, python stri
 
 // checkPython checks the interpreter in an existing base.
 func (e *containerdEngine) checkPython(ctx context.Context, sn snapshots.Snapshotter) error {
+	ctx, done, err := e.c.WithLease(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: containerd lease: %w", sandbox.ErrHostFault, err)
+	}
+	defer done(context.WithoutCancel(ctx))
 	key := e.base + "-check-" + fmt.Sprint(os.Getpid())
 	sn.Remove(ctx, key)
 	mounts, err := sn.View(ctx, key, e.base)
@@ -274,6 +285,9 @@ func (t *containerdTask) kill(ctx context.Context) error {
 // run's included.
 func (t *containerdTask) remove(ctx context.Context) error {
 	t.once.Do(func() {
+		if t.lost() {
+			return // containerd is gone: what is left is the reaper's
+		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 		defer cancel()
 		var errs []error

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/psych-runtime/psych/bootstrap"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/demotools"
 )
@@ -107,6 +108,7 @@ func Run(t *testing.T, b Backend) {
 		{"SetsidGrandchild", s.setsidGrandchild},
 		{"ContextCancel", s.contextCancel},
 		{"ReservedNames", s.reservedNames},
+		{"BootstrapSource", s.bootstrapSource},
 		{"Bindings", s.bindings},
 		{"BindingLoop", s.bindingLoop},
 		{"BindingError", s.bindingError},
@@ -474,6 +476,26 @@ func (s *suite) reservedNames(t *testing.T) {
 	if left := processesWith(m); len(left) > 0 {
 		t.Fatalf("a refused request ran: %v", left)
 	}
+}
+
+// bootstrapSource: the bootstrap the interpreter runs is bootstrap.Source,
+// byte for byte, whichever backend started it: on argv verbatim, or
+// compiled from it (the code object equal to compiling Source anew).
+func (s *suite) bootstrapSource(t *testing.T) {
+	src, _ := json.Marshal(bootstrap.Source)
+	code := "import binascii, marshal\nSOURCE = " + string(src) + "\n" +
+		"argv = open('/proc/self/cmdline', 'rb').read().split(b'\\0')\n" +
+		"i = argv.index(b'-c')\n" +
+		"if argv[i + 1].decode() == SOURCE:\n    r = ['verbatim', True]\n" +
+		"else:\n    ran = marshal.loads(binascii.a2b_base64(argv[i + 2]))\n" +
+		"    r = ['compiled', ran == compile(SOURCE, '<psych-bootstrap>', 'exec')]\nr"
+	res := s.run(t, code, sandbox.Limits{}, nil)
+	wantSuccess(t, res)
+	var got []any
+	if err := json.Unmarshal(res.Value, &got); err != nil || len(got) != 2 || got[1] != true {
+		t.Fatalf("the bootstrap the interpreter ran is not bootstrap.Source: %s", res.Value)
+	}
+	t.Logf("the interpreter ran bootstrap.Source %s", got[0])
 }
 
 // namedBindings declares one binding of the given name.

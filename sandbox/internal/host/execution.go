@@ -173,6 +173,10 @@ func (e *Execution) Sample(st *cgroups.Stats) {
 	e.ev.PidsMaxEvents = max(e.ev.PidsMaxEvents, st.PidsMaxEvents)
 }
 
+// Reported reports whether the program's result frame arrived (valid after
+// Finish).
+func (e *Execution) Reported() bool { return e.srv.Result() != nil }
+
 // Evidence is what the host observed so far.
 func (e *Execution) Evidence() Evidence { return e.ev }
 

@@ -1,0 +1,184 @@
+//go:build linux && cgo
+
+package container
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/core/snapshots"
+
+	"github.com/psych-runtime/psych/cgroups"
+	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/test/contract"
+)
+
+const helperEnv = "PSYCH_CONTAINER_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if v := os.Getenv(helperEnv); v != "" {
+		os.Exit(helper(v))
+	}
+	os.Exit(m.Run())
+}
+
+// sleeperCode starts a child tagged with m that sleeps for secs, then
+// sleeps itself.
+func sleeperCode(m string, secs int) string {
+	return fmt.Sprintf("import subprocess, sys, time\np = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(%d)', '%s'])\n", secs, m)
+}
+
+// helper is a second host: it runs one long program tagged with marker on
+// containerd and waits to be killed.
+func helper(marker string) int {
+	s, err := New(Config{Engine: Containerd, Image: testImage()})
+	if err != nil {
+		fmt.Println("helper:", err)
+		return 1
+	}
+	fmt.Println("owner", s.owner.String())
+	s.Run(context.Background(), sandbox.Request{Code: sleeperCode(marker, 300) + "time.sleep(300)"})
+	return 0
+}
+
+func marker() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "psych-ctr-" + hex.EncodeToString(b[:])
+}
+
+func processesWith(m string) []string {
+	var out []string
+	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), m) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+	}
+}
+
+// leftovers lists what owner left on the host: containers and snapshots at
+// the engine, run and scratch directories, cgroups and mounts.
+func leftovers(t *testing.T, s *Sandbox, owner string) []string {
+	t.Helper()
+	out := ownedContainers(t, s, owner)
+	for _, base := range []string{s.runs, s.mnts} {
+		entries, _ := os.ReadDir(base)
+		for _, e := range entries {
+			if o, ok := host.OwnerOf(e.Name()); ok && o.String() == owner {
+				out = append(out, filepath.Join(base, e.Name()))
+			}
+		}
+	}
+	cgs, _ := filepath.Glob("/sys/fs/cgroup/*/" + DefaultNamespace + "/psych-" + owner + "-*")
+	out = append(out, cgs...)
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, l := range strings.Split(string(mi), "\n") {
+		if strings.Contains(l, "psych-"+owner) || strings.Contains(l, s.cfg.RunBase+"/mnt/"+owner) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestNoLeftovers: after 100 runs, a cancelled one and one the wall limit
+// killed, nothing of them is left: containers, tasks, snapshots, mounts,
+// cgroups, run directories.
+func TestNoLeftovers(t *testing.T) {
+	s := engineOrSkip(t, Containerd)
+	ctx := context.Background()
+	for i := 0; i < 100; i++ {
+		res, err := s.Run(ctx, sandbox.Request{Code: fmt.Sprintf("open('/tmp/f', 'w').write('x')\n%d", i)})
+		if err != nil || res.Failure != nil || string(res.Value) != fmt.Sprint(i) {
+			t.Fatalf("run %d: %v %+v", i, err, res)
+		}
+	}
+	m := marker()
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Run(cctx, sandbox.Request{Code: sleeperCode(m, 300) + "time.sleep(300)"})
+		done <- err
+	}()
+	waitUntil(t, 30*time.Second, "the run to start", func() bool { return len(processesWith(m)) > 0 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled run: %v", err)
+	}
+	res, err := s.Run(ctx, sandbox.Request{Code: "import time\ntime.sleep(60)", Limits: sandbox.Limits{WallSeconds: 1}})
+	if err != nil || res.LimitHit != sandbox.LimitWallSeconds {
+		t.Fatalf("wall-limit run: %v %+v", err, res)
+	}
+	if left := processesWith(m); len(left) > 0 {
+		t.Errorf("processes of a cancelled run are left: %v", left)
+	}
+	if left := leftovers(t, s, s.owner.String()); len(left) > 0 {
+		t.Fatalf("left after 102 runs: %v", left)
+	}
+}
+
+// TestHostKilled: a host SIGKILLed mid-run takes its run's processes with
+// it (the init exits on its sync socket's end), and the next New removes
+// the container, snapshot and directories it left, and only those.
+func TestHostKilled(t *testing.T) {
+	s := engineOrSkip(t, Containerd)
+	m := marker()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+m)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var owner string
+	if _, err := fmt.Fscanf(out, "owner %s\n", &owner); err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("helper: %v", err)
+	}
+	waitUntil(t, 60*time.Second, "the helper's run to start", func() bool { return len(processesWith(m)) > 0 })
+	// A live sibling's run must survive the reaping.
+	sib := marker()
+	sibDone := make(chan *sandbox.Result, 1)
+	go func() {
+		res, _ := s.Run(context.Background(), sandbox.Request{Code: sleeperCode(sib, 5) + "p.wait()\n'sibling'"})
+		sibDone <- res
+	}()
+	waitUntil(t, 30*time.Second, "the sibling's run to start", func() bool { return len(processesWith(sib)) > 0 })
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	waitUntil(t, 15*time.Second, "the dead host's run to end", func() bool { return len(processesWith(m)) == 0 })
+	if len(leftovers(t, s, owner)) == 0 {
+		t.Fatal("the killed host left nothing: the test proves nothing")
+	}
+	newTestSandbox(t, Containerd, Config{}) // reaps
+	if left := leftovers(t, s, owner); len(left) > 0 {
+		t.Fatalf("left after the next New: %v", left)
+	}
+	if res := <-sibDone; res == nil || string(res.Value) != `"sibling"` {
+		t.Fatalf("the live sibling's run did not survive the reaping: %+v", res)
+	}
+}
+
+var _ = snapshots.KindView
+var _ = cgroups.ModeV1
+var _ = contract.TimeScale
