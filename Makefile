@@ -30,14 +30,13 @@ vet:
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-# test: the fuzzer, every package's tests under the race detector (the
-# contract suite included; the portable builds are a test of their own),
-# then (as root) the isolation tests again from an unprivileged host process.
+# test: as root, the container engines and psych's image; the fuzzer;
+# every package's tests under the race detector (the contract suite on every
+# backend and engine; the portable builds are a test of their own); then,
+# as root, the isolation tests again from an unprivileged host process
+# (scripts/test.sh).
 test: deps vet
-	$(GO) test -count=1 -run '^$$' -fuzz FuzzDecoder -fuzztime $(FUZZTIME) ./sandbox/wire
-	PSYCH_TEST_PYTHON=$(PYTHON) $(GO) test -race -count=1 ./...
-	@if [ "$$(id -u)" = 0 ]; then GO='$(GO)' PYTHON='$(PYTHON)' ./scripts/test-unpriv.sh; \
-		else echo "test: not root; the unprivileged-host pass needs root to drop privileges"; fi
+	GO='$(GO)' PYTHON='$(PYTHON)' FUZZTIME='$(FUZZTIME)' ./scripts/test.sh
 
 # vm-test: the test binaries of VM_PACKAGES, run as root in qemu on Debian's
 # cloud kernel with cgroup_no_v1=all (test/vm/README.md). VM_RUN is a

@@ -2,6 +2,7 @@
 // result.
 //
 //	psych run [flags] FILE|-
+//	psych run --backend container [--engine E] [--image REF] [flags] FILE|-
 //
 // Exit codes: 0 when a result was produced, whatever the program did; 2 for
 // usage and configuration errors; 3 when the run was refused (a Require…
@@ -21,6 +22,7 @@ import (
 	"syscall"
 
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/container"
 	"github.com/psych-runtime/psych/sandbox/demotools"
 	"github.com/psych-runtime/psych/sandbox/subprocess"
 )
@@ -65,6 +67,7 @@ type runFlags struct {
 	json, network, demoTools                       bool
 	requireDenial, requireIsolation, requireCgroup bool
 	python                                         string
+	backend, engine, image, containerPython        string
 	env                                            stringList
 	cpu, wall                                      float64
 	processes                                      int
@@ -90,6 +93,10 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.requireIsolation, "require-isolation", false, "refuse to run without user namespaces (the full isolation)")
 	fs.BoolVar(&f.requireCgroup, "require-cgroup", false, "refuse to run without a per-run cgroup")
 	fs.BoolVar(&f.demoTools, "demo-tools", false, "offer the demo bindings echo(**kw), sleep(seconds), fail(message)")
+	fs.StringVar(&f.backend, "backend", "subprocess", "subprocess or container")
+	fs.StringVar(&f.engine, "engine", "", "container engine: containerd, podman or docker (default: the first reachable)")
+	fs.StringVar(&f.image, "image", "", "container image (default "+container.DefaultImage+"; make image builds localhost/psych-python:3.11)")
+	fs.StringVar(&f.containerPython, "container-python", "", "interpreter inside the image where it has no io.psych.python label (default "+container.DefaultContainerPython+")")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -109,17 +116,11 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, "psych run: limits must not be negative\n")
 		return exitUsage
 	}
-	sb, err := subprocess.New(subprocess.Config{
-		PythonBin:            f.python,
-		EnvAllowlist:         f.env,
-		RequireNetworkDenial: f.requireDenial,
-		RequireIsolation:     f.requireIsolation,
-		RequireCgroup:        f.requireCgroup,
-		MaxOutputBytes:       int(f.maxOutput),
-	})
+	sb, closeSandbox, err := newSandbox(&f)
 	if err != nil {
 		return report(stderr, err)
 	}
+	defer closeSandbox()
 	req := sandbox.Request{
 		Code:    code,
 		Network: f.network,
@@ -152,6 +153,42 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	printHuman(res, stdout, stderr)
 	return exitOK
+}
+
+// newSandbox makes the backend the flags ask for.
+func newSandbox(f *runFlags) (sandbox.Sandbox, func(), error) {
+	switch f.backend {
+	case "subprocess":
+		if f.engine != "" || f.image != "" || f.containerPython != "" {
+			return nil, nil, fmt.Errorf("--engine, --image and --container-python are for --backend container: %w", sandbox.ErrInvalidConfig)
+		}
+		sb, err := subprocess.New(subprocess.Config{
+			PythonBin:            f.python,
+			EnvAllowlist:         f.env,
+			RequireNetworkDenial: f.requireDenial,
+			RequireIsolation:     f.requireIsolation,
+			RequireCgroup:        f.requireCgroup,
+			MaxOutputBytes:       int(f.maxOutput),
+		})
+		return sb, func() {}, err
+	case "container":
+		if f.python != "" {
+			return nil, nil, fmt.Errorf("--python is for --backend subprocess (use --container-python): %w", sandbox.ErrInvalidConfig)
+		}
+		sb, err := container.New(container.Config{
+			Engine:               container.Engine(f.engine),
+			Image:                f.image,
+			ContainerPythonBin:   f.containerPython,
+			EnvAllowlist:         f.env,
+			RequireNetworkDenial: f.requireDenial,
+			MaxOutputBytes:       int(f.maxOutput),
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return sb, func() { sb.Close() }, nil
+	}
+	return nil, nil, fmt.Errorf("--backend %q: want subprocess or container: %w", f.backend, sandbox.ErrInvalidConfig)
 }
 
 // report prints a Go error from the sandbox and picks the exit code.

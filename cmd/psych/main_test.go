@@ -180,3 +180,40 @@ func TestParseByteSize(t *testing.T) {
 		}
 	}
 }
+
+// TestContainerBackend: --backend container prints the same Result fields,
+// attested as a container; its flags are refused with the other backend.
+func TestContainerBackend(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the container backend needs a root host (CI is root)")
+	}
+	image := os.Getenv("PSYCH_TEST_IMAGE")
+	if image == "" {
+		image = "localhost/psych-python:3.11"
+	}
+	out, errOut, code := psych(t, "print('hi')\n6 * 7", "run", "--json", "--backend", "container", "--engine", "containerd", "--image", image, "-")
+	if code == 2 && strings.Contains(errOut, "unreachable") && os.Getenv("CI") == "" {
+		t.Skipf("containerd is not reachable here: %s", errOut)
+	}
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res sandbox.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Stdout != "hi\n" || string(res.Value) != "42" || res.Isolation == nil || res.Isolation.Backend != "container" || res.Isolation.Engine != "containerd" || !res.NetworkDenied {
+		t.Fatalf("result %s", out)
+	}
+	for _, args := range [][]string{
+		{"--backend", "bogus"},
+		{"--engine", "docker"},
+		{"--backend", "container", "--python", "/usr/bin/python3"},
+		{"--backend", "container", "--engine", "containerd", "--image", "localhost/psych-no-such-image:0"},
+	} {
+		_, errOut, code := psych(t, "1", append(append([]string{"run"}, args...), "-")...)
+		if code != 2 {
+			t.Errorf("psych run %v: exit %d (%s), want 2", args, code, errOut)
+		}
+	}
+}

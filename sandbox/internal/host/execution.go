@@ -93,6 +93,13 @@ func Begin(ctx context.Context, s Setup) *Execution {
 	serveCtx, e.cancel = context.WithCancel(ctx)
 	go func() { defer close(e.served); e.srv.Serve(serveCtx) }()
 	e.clock = NewWallClock(time.Duration(s.Request.Limits.WallSeconds * float64(time.Second)))
+	if s.Meter != nil {
+		// The first sample: the interpreter exists, whatever the run's
+		// length, and a kernel without pids.peak still shows it.
+		if st, err := s.Meter.Stats(); err == nil {
+			e.Sample(&st)
+		}
+	}
 	return e
 }
 
