@@ -23,7 +23,8 @@ import (
 )
 
 // cliEngine runs containers through podman's or docker's command line:
-// one `run --rm` per execution, attached, its output the container's.
+// one attached `run` per execution, its output the container's, and an
+// `rm -f` after it, off the request path.
 type cliEngine struct {
 	kind   Engine
 	bin    string
@@ -124,7 +125,7 @@ func (e *cliEngine) inspect(ctx context.Context, ref, python string) error {
 // args is the run command line: the engine's own flags for psych's spec
 // after ExtraRunArgs, so that psych's win.
 func (e *cliEngine) args(rs *runSpec, tmpDir, shmDir string) []string {
-	a := []string{"run", "--rm", "--name", rs.id, "--pull=never", "--log-driver=none"}
+	a := []string{"run", "--name", rs.id, "--pull=never", "--log-driver=none"}
 	for _, k := range sortedKeys(rs.labels) {
 		a = append(a, "--label", k+"="+rs.labels[k])
 	}
@@ -215,7 +216,7 @@ func (p *prefixed) Write(b []byte) (int, error) {
 	return p.w.Write(b)
 }
 
-// cliTask is one `run --rm`.
+// cliTask is one `run`.
 type cliTask struct {
 	e      *cliEngine
 	id     string
@@ -230,6 +231,16 @@ type cliTask struct {
 
 func (t *cliTask) done() <-chan struct{} { return t.exited }
 func (t *cliTask) lost() bool            { return false }
+
+// waitOutput waits for the CLI: attached, it exits once the container did
+// and its streams are copied.
+func (t *cliTask) waitOutput(ctx context.Context) {
+	select {
+	case <-t.exited:
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+	}
+}
 
 func (t *cliTask) why() string {
 	select {
@@ -268,7 +279,7 @@ func (t *cliTask) kill(ctx context.Context) error {
 	return nil
 }
 
-// remove waits for the CLI, and removes the container if --rm did not.
+// remove waits for the CLI and removes the container.
 func (t *cliTask) remove(ctx context.Context) error {
 	t.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -284,11 +295,9 @@ func (t *cliTask) remove(ctx context.Context) error {
 				<-t.exited
 			}
 		}
-		if st := t.cmd.ProcessState; st == nil || !st.Exited() || st.ExitCode() >= 125 {
-			out, err := t.e.cmd(ctx, "rm", "-f", t.id).CombinedOutput()
-			if err != nil && !bytes.Contains(bytes.ToLower(out), []byte("no such container")) {
-				t.err = fmt.Errorf("%s rm: %v: %s", t.e.kind, err, bytes.TrimSpace(out))
-			}
+		out, err := t.e.cmd(ctx, "rm", "-f", t.id).CombinedOutput()
+		if err != nil && !bytes.Contains(bytes.ToLower(out), []byte("no such container")) {
+			t.err = fmt.Errorf("%s rm: %v: %s", t.e.kind, err, bytes.TrimSpace(out))
 		}
 		t.unmount()
 	})

@@ -161,6 +161,9 @@ func (s *Sandbox) Engine() Engine { return s.eng.name() }
 // Image is the image this Sandbox runs, as the engine resolved it.
 func (s *Sandbox) Image() sandbox.Image { img, _ := s.eng.image(); return img }
 
+// settle waits for the runs in flight and the background removals.
+func (s *Sandbox) settle() { s.running.Wait() }
+
 // Close waits for the runs in flight, removes the init's files and closes
 // the engine connection. Runs after Close fail.
 func (s *Sandbox) Close() error {
@@ -215,29 +218,35 @@ type run struct {
 	iso      sandbox.Isolation
 	netOK    bool
 	wire     *net.UnixConn
+	undo     []func() error
 }
 
+// execute sets up, runs and tears down. What it makes goes on r.undo as it
+// is made; a run that failed undoes it before returning, and one that ran
+// hands the removal of its dead container to the background (Close waits
+// for it), so that the result does not wait on the engine's bookkeeping.
 func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	s := r.s
+	detached := false
+	defer func() {
+		if detached {
+			return
+		}
+		if err := r.unwind(); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
 	var err error
 	if r.dir, err = host.NewRunDir(s.runs, s.owner, 0o711, false, 0, 0); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	defer func() {
-		if err := host.RemoveAll(r.dir); err != nil {
-			retErr = errors.Join(retErr, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err))
-		}
-	}()
+	r.undo = append(r.undo, func() error { return host.RemoveAll(r.dir) })
 	r.id = "psych-" + filepath.Base(r.dir)
 	scratch, err := host.NewRunDir(s.mnts, s.owner, 0o711, false, 0, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	defer func() {
-		if err := host.RemoveAll(scratch); err != nil {
-			retErr = errors.Join(retErr, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err))
-		}
-	}()
+	r.undo = append(r.undo, func() error { return host.RemoveAll(scratch) })
 	outer := *s.cfg.RunAs
 	r.uid, r.gid = outer.UID, outer.GID
 	var uidMap, gidMap []specs.LinuxIDMapping
@@ -309,19 +318,20 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 		}
 		return nil, fmt.Errorf("%w: %s: %w", sandbox.ErrHostFault, s.eng.name(), err)
 	}
-	defer func() {
-		if err := r.task.remove(ctx); err != nil {
-			retErr = errors.Join(retErr, fmt.Errorf("%w: %s: remove the container: %w", sandbox.ErrHostFault, s.eng.name(), err))
+	r.undo = append(r.undo, func() error {
+		if err := r.task.remove(context.WithoutCancel(ctx)); err != nil {
+			return fmt.Errorf("%s: remove the container: %w", s.eng.name(), err)
 		}
-	}()
-	defer func() {
-		// Before the engine removes the container (deferred above): kill
-		// what is left and wait until the cgroup is empty, so that the
-		// engine's removal of it cannot fail on a process still dying.
+		return nil
+	}, func() error {
+		// Before the engine removes the container: kill what is left and
+		// wait until the cgroup is empty, so that the engine's removal of
+		// it cannot fail on a process still dying.
 		if r.cg != nil {
-			r.cg.Remove()
+			return r.cg.Remove()
 		}
-	}()
+		return nil
+	})
 	if err := r.connect(ctx, syncL, wireL, outer); err != nil {
 		r.killAll()
 		if ctx.Err() != nil {
@@ -364,10 +374,11 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	usage := e.Usage(sandbox.Usage{}, 1) // the init is not the program's
 	r.wire.Close()
 	if r.cg != nil {
-		r.cg.Remove()
+		r.cg.Remove() // nothing of the run runs on
 	}
-	// The container is gone; removing it ends its output streams.
-	rmErr := r.task.remove(ctx)
+	// The output is complete once the engine has copied the dead
+	// container's streams.
+	r.task.waitOutput(ctx)
 	closeWriters()
 	e.Finish()
 	if cancelled != nil {
@@ -385,10 +396,30 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	if lost.Load() && !e.Reported() {
 		return nil, fmt.Errorf("%w: %s lost the container during the run; a later New reaps what is left", sandbox.ErrHostFault, s.eng.name())
 	}
-	if rmErr != nil {
-		s.log.Warn("psych: removing a container failed; a later New reaps it", "engine", s.eng.name(), "id", r.id, "err", rmErr)
-	}
+	detached = true
+	s.running.Add(1)
+	go func() {
+		defer s.running.Done()
+		if err := r.unwind(); err != nil {
+			s.log.Warn("psych: removing a run's container failed; a later New reaps it", "engine", s.eng.name(), "id", r.id, "err", err)
+		}
+	}()
 	return res, nil
+}
+
+// unwind undoes what the run made, newest first, and reports what failed.
+func (r *run) unwind() error {
+	var errs []error
+	for i := len(r.undo) - 1; i >= 0; i-- {
+		if err := r.undo[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	r.undo = nil
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, errors.Join(errs...))
+	}
+	return nil
 }
 
 // connect waits for the init to connect back (verifying the network

@@ -120,6 +120,7 @@ func TestImageNotFound(t *testing.T) {
 		if !strings.Contains(err.Error(), "make image") {
 			t.Errorf("the error does not say how to get the image: %v", err)
 		}
+		probe.settle()
 		if left := ownedContainers(t, probe, probe.owner.String()); len(left) > 0 {
 			t.Errorf("New with a missing image made containers: %v", left)
 		}

@@ -263,6 +263,19 @@ func (t *containerdTask) exitCode() (uint32, bool) {
 
 func (t *containerdTask) why() string { return "" }
 
+func (t *containerdTask) waitOutput(ctx context.Context) {
+	if t.task == nil || t.lost() {
+		return
+	}
+	done := make(chan struct{})
+	go func() { t.task.IO().Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second): // a stream held open by a stray writer
+	}
+}
+
 func (t *containerdTask) lost() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()

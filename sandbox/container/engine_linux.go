@@ -47,6 +47,9 @@ type task interface {
 	why() string
 	// kill kills everything in the container.
 	kill(ctx context.Context) error
+	// waitOutput returns once the engine has copied all of the dead
+	// container's stdout and stderr (or ctx ended).
+	waitOutput(ctx context.Context)
 	// remove deletes the container and all the engine made for it.
 	// Idempotent.
 	remove(ctx context.Context) error

@@ -133,6 +133,7 @@ func TestNoLeftovers(t *testing.T) {
 	if left := processesWith(m); len(left) > 0 {
 		t.Errorf("processes of a cancelled run are left: %v", left)
 	}
+	s.settle()
 	if left := leftovers(t, s, s.owner.String()); len(left) > 0 {
 		t.Fatalf("left after 102 runs: %v", left)
 	}
@@ -171,6 +172,7 @@ func TestHostKilled(t *testing.T) {
 		t.Fatal("the killed host left nothing: the test proves nothing")
 	}
 	newTestSandbox(t, Containerd, Config{}) // reaps
+	s.settle()
 	if left := leftovers(t, s, owner); len(left) > 0 {
 		t.Fatalf("left after the next New: %v", left)
 	}

@@ -1,0 +1,92 @@
+// Package container is psych's container backend: each program runs in a
+// fresh container of an image, on containerd (through its Go client, one
+// connection per Sandbox), podman or docker (through their command lines),
+// driven by the same bootstrap as the subprocess backend and served by the
+// same host core (sandbox/internal/host), so that switching backends does
+// not change behaviour. The engine isolates; psych verifies, and refuses a
+// run below its floor.
+//
+// What every run gets, on every engine:
+//
+//   - psych's own init as pid 1: this very executable, whose nsexec
+//     constructor becomes the init before any Go runtime starts, run from a
+//     read-only directory of the host's (/.psych/boot) by its own dynamic
+//     loader and with its own shared objects (the files this process was
+//     loaded from), so that nothing of the image runs before the
+//     interpreter. The init connects back over a socket in the run's
+//     directory (/.psych/run, read-only), reads its plan there, is
+//     non-dumpable, lowers the rlimits, drops every capability, sets
+//     no_new_privs, applies the Landlock scopes, loads psych's own seccomp
+//     filter over the engine's, and starts the interpreter with the
+//     environment built from nothing (what an engine adds, HOSTNAME or
+//     container=podman, never reaches it) and /dev/null as stdin. It
+//     reaps, reports the interpreter's exact wait status, and exits with it,
+//     ending the container; it also exits when the host's end of its socket
+//     closes, so a killed host takes its runs with it.
+//   - The bootstrap, bootstrap.Source verbatim on argv, which connects to
+//     the run's wire socket. The host checks both sockets' peers (uid, and
+//     that the wire's is the init's child) before it trusts either.
+//   - A network namespace of its own with nothing but lo (--network=none;
+//     containerd without CNI), verified before the go-ahead through a
+//     NETLINK_ROUTE socket a short-lived helper (this binary again, nsexec's
+//     netns mode) opened inside it: no thread of the host enters it.
+//     network_denied comes only from that check, and a run whose check
+//     fails is refused (sandbox.ErrRefused). Request.Network runs the
+//     container in the host's network namespace.
+//   - A read-only root: on containerd a view snapshot over psych's base, a
+//     committed layer over the image that adds only empty mount points (so
+//     any image serves); on podman and docker --read-only. /tmp a tmpfs
+//     capped in bytes and inodes (TmpBytes, TmpInodes; podman, whose tmpfs
+//     options lack the inode cap, gets a tmpfs the host mounted), /dev/shm a
+//     quarter of it, noexec. The sandbox's /etc/passwd, group, hosts and
+//     nsswitch.conf over the image's. No /sys (an empty directory covers
+//     what an engine mounts there) and no cgroup file system.
+//   - No capabilities, no_new_privs, runc's masked and read-only /proc
+//     paths, the run user (RunAs, nobody by default) and never uid 0 inside.
+//     containerd gives each run a user namespace of its own: inside, the
+//     program is uid 1000, mapped to RunAs, and uid 0 (which runc needs for
+//     the setup) to the id below it, never to the host's root. podman and
+//     docker here run without one: the program's uid is RunAs itself.
+//   - The seccomp policy of package seccomp twice: rendered as OCI seccomp
+//     for the engine (its Deny rules have no OCI form) and, exactly as the
+//     subprocess backend loads it, by the init on top; the stricter answer
+//     of two stacked filters wins.
+//   - cgroup limits from the engine (memory, swap at zero, pids = the
+//     process count plus one for the init); the CPU limit over the whole
+//     run and the OOM watch from the host, on the container's own cgroups
+//     (cgroups.Open, which refuses a cgroup that is the host's or a root).
+//     The cgroups' peaks count runc's own setup too: usage.peak_processes
+//     comes from the host's samples alone.
+//   - An attestation (Result.Isolation) read from the init's and the
+//     interpreter's /proc entries before the start frame is sent, with
+//     backend "container", the engine, and the image's reference and digest.
+//     A run below the floor (an effective capability, no seccomp filter, no
+//     no_new_privs, an id 0, the network denial unverified when it was not
+//     granted) is refused with sandbox.ErrRefused.
+//
+// Images are never pulled: New checks that the engine holds the image and
+// that the image has the interpreter (the label io.psych.python, else
+// ContainerPythonBin), and a missing one is ErrImageNotFound, with the
+// command that would import or pull it. `make image` builds psych's own,
+// localhost/psych-python:3.11, without a registry.
+//
+// Extra options never lower isolation: ExtraRunArgs may only carry the
+// flags in an allowlist (labels, CPU shares and sets, the runtime), and is
+// placed before psych's own flags; containerd's SpecOpts are applied before
+// psych's spec, which overwrites the process, the mounts, the namespaces,
+// the seccomp profile, the resources and the hooks. The floor is checked on
+// every run whatever the options said.
+//
+// Cleanup: the task, the container and its snapshot (containerd), or the
+// container (`run --rm`, then `rm -f` where that did not happen) are
+// removed on every path, the cgroup emptied first; the run's directories are
+// removed. Everything psych makes is labelled with its host's owner (pid and
+// start time, cgroups.Owner); New reaps what a dead host left, and only
+// that. If containerd dies during a run, Run ends with sandbox.ErrHostFault
+// within moments (unless the result was in) and leaves what is left to the
+// next New.
+//
+// The backend needs a root host (the engines' sockets are root's) and Linux
+// with cgo. With user namespaces, containerd's state directory must be
+// searchable by the mapped ids, as /run/containerd is.
+package container
