@@ -55,7 +55,9 @@ type Config struct {
 	// pulls, and a missing image is ErrImageNotFound.
 	Image string
 	// ContainerPythonBin is the interpreter inside the image where the
-	// image has no io.psych.python label. Empty: DefaultContainerPython.
+	// image has no io.psych.python label. Empty: DefaultContainerPython,
+	// or, on containerd where the image lacks it, python3 on the image
+	// config's PATH.
 	ContainerPythonBin string
 	// DefaultLimits fills the zero fields of a Request's Limits; its own
 	// zero fields take sandbox.DefaultLimits.
@@ -99,6 +101,10 @@ type Config struct {
 	RunBase string
 	// Logger receives notes on what New reaped. Zero: slog.Default().
 	Logger *slog.Logger
+
+	// pythonFromPath: ContainerPythonBin was not set, so python3 may be
+	// looked up on the image's PATH where the default is missing.
+	pythonFromPath bool
 }
 
 // defaults fills the zero fields.
@@ -110,6 +116,7 @@ func (c *Config) defaults() {
 		}
 	}
 	set(&c.Image, DefaultImage)
+	c.pythonFromPath = c.ContainerPythonBin == ""
 	set(&c.ContainerPythonBin, DefaultContainerPython)
 	set(&c.Namespace, DefaultNamespace)
 	set(&c.ContainerdAddress, DefaultContainerdAddress)

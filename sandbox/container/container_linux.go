@@ -447,6 +447,11 @@ func (r *run) connect(ctx context.Context, syncL, wireL *net.UnixListener, outer
 		if errors.Is(err, sandbox.ErrRefused) {
 			return err
 		}
+		var ie *reexec.InitError
+		if errors.As(err, &ie) && ie.Step == "exec" && (ie.Errno == unix.ENOENT || ie.Errno == unix.EACCES) {
+			_, python := r.s.eng.image()
+			return fmt.Errorf("%w: the image cannot run the interpreter %s (%v); set ContainerPythonBin, or the image label %s", sandbox.ErrInvalidConfig, python, ie.Errno, ImageLabelPython)
+		}
 		if code, ok := r.task.exitCode(); ok {
 			return fmt.Errorf("%w: the container exited with status %d before its init reported (%v): %.2000s", sandbox.ErrHostFault, code, err, r.task.why())
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -86,9 +87,32 @@ func (e *containerdEngine) prepare(ctx context.Context, cfg *Config, python stri
 	if err != nil {
 		return fmt.Errorf("%w: containerd: image %s config: %w", sandbox.ErrInvalidConfig, cfg.Image, err)
 	}
-	e.python = python
+	// The interpreter: the image's label, else the configured one, else
+	// (where none was configured and the default is missing) python3 on the
+	// image's PATH; the first that the base holds.
+	candidates := []string{python}
 	if p := spec.Config.Labels[ImageLabelPython]; p != "" {
-		e.python = p
+		candidates = []string{p}
+	} else if cfg.pythonFromPath {
+		for _, kv := range spec.Config.Env {
+			if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+				for _, d := range filepath.SplitList(v) {
+					if strings.HasPrefix(d, "/") {
+						candidates = append(candidates, path.Join(d, "python3"))
+					}
+				}
+			}
+		}
+	}
+	e.python = candidates[0]
+	pick := func(root string) error {
+		for _, c := range candidates {
+			if hasFile(root, c) == nil {
+				e.python = c
+				return nil
+			}
+		}
+		return hasFile(root, candidates[0])
 	}
 	unpacked, err := img.IsUnpacked(ctx, snapshotter)
 	if err != nil {
@@ -107,7 +131,7 @@ func (e *containerdEngine) prepare(ctx context.Context, cfg *Config, python stri
 	e.base = "psych-base-" + baseVersion + "-" + chain.Encoded()
 	sn := e.c.SnapshotService(snapshotter)
 	if _, err := sn.Stat(ctx, e.base); err == nil {
-		return e.checkPython(ctx, sn)
+		return e.checkPython(ctx, sn, pick)
 	}
 	// Under a lease: an active snapshot nothing refers to is garbage.
 	ctx, done, err := e.c.WithLease(ctx)
@@ -123,7 +147,7 @@ func (e *containerdEngine) prepare(ctx context.Context, cfg *Config, python stri
 	}
 	defer sn.Remove(ctx, tmp)
 	err = mount.WithTempMount(ctx, mounts, func(root string) error {
-		if err := hasFile(root, e.python); err != nil {
+		if err := pick(root); err != nil {
 			return err
 		}
 		return mountPoints(root)
@@ -138,8 +162,8 @@ func (e *containerdEngine) prepare(ctx context.Context, cfg *Config, python stri
 	return nil
 }
 
-// checkPython checks the interpreter in an existing base.
-func (e *containerdEngine) checkPython(ctx context.Context, sn snapshots.Snapshotter) error {
+// checkPython picks the interpreter in an existing base.
+func (e *containerdEngine) checkPython(ctx context.Context, sn snapshots.Snapshotter, pick func(root string) error) error {
 	ctx, done, err := e.c.WithLease(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: containerd lease: %w", sandbox.ErrHostFault, err)
@@ -152,7 +176,7 @@ func (e *containerdEngine) checkPython(ctx context.Context, sn snapshots.Snapsho
 		return fmt.Errorf("%w: containerd: view the base snapshot: %w", sandbox.ErrHostFault, err)
 	}
 	defer sn.Remove(ctx, key)
-	return mount.WithReadonlyTempMount(ctx, mounts, func(root string) error { return hasFile(root, e.python) })
+	return mount.WithReadonlyTempMount(ctx, mounts, pick)
 }
 
 // hasFile checks that p, resolved inside root, is an executable file.
