@@ -299,9 +299,10 @@ func (r *Run) Close() { r.close() }
 
 // Open returns a Run over the cgroups another manager (a container engine)
 // made for the process pid: its unified cgroup (CPU, kill, freeze) and its
-// memory and pids cgroups, wherever they are mounted. It refuses, with
-// ErrInvalid, a cgroup that is a hierarchy's root or this process's own,
-// so that Kill and Freeze never reach the host. Attach is refused, and Remove
+// memory and pids cgroups, wherever they are mounted. A hierarchy where pid
+// shares this process's cgroup, or one above it, or sits at the root, is
+// left out, so that Kill and Freeze never reach the host; with none left it
+// fails with ErrInvalid. Attach is refused, and Remove
 // kills and waits but removes nothing.
 func Open(pid int) (*Run, error) { return open(pid) }
 

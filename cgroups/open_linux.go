@@ -33,7 +33,8 @@ func open(pid int) (*Run, error) {
 	// killing or freezing it would reach the host. Such a hierarchy is left
 	// out.
 	dedicated := func(mine, theirs string) bool {
-		return theirs != "" && theirs != "/" && theirs != mine
+		// Nor one that holds this process below it: its kill would too.
+		return theirs != "" && theirs != "/" && theirs != mine && !strings.HasPrefix(mine, theirs+"/")
 	}
 	r := &Run{}
 	r.dirFd, r.cpuFd = -1, -1

@@ -440,6 +440,8 @@ func (r *run) connect(ctx context.Context, syncL, wireL *net.UnixListener, outer
 		Listener: syncL, UID: int(outer.UID), Timeout: 60 * time.Second,
 		Ready: r.ready,
 	})
+	syncL.Close() // one init, one connection: nothing else may reach the host
+	os.Remove(filepath.Join(r.dir, nsexec.ContainerSync))
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -468,6 +470,7 @@ func (r *run) connect(ctx context.Context, syncL, wireL *net.UnixListener, outer
 		return fmt.Errorf("%w: the bootstrap never connected: %w", sandbox.ErrHostFault, err)
 	}
 	wireL.Close()
+	os.Remove(filepath.Join(r.dir, "wire.sock"))
 	cred, err := reexec.PeerCred(r.wire)
 	if err != nil || int(cred.Uid) != int(outer.UID) || host.PPid(int(cred.Pid)) != r.proc.InitPID {
 		r.wire.Close()

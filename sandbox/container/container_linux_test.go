@@ -191,3 +191,18 @@ func TestExtraOptionsNeverLower(t *testing.T) {
 		t.Fatalf("spec options lowered the sandbox: value %s, network denied %v, isolation %+v", res.Value, res.NetworkDenied, res.Isolation)
 	}
 }
+
+// TestNetworkGranted: a request that grants the network runs in the host's
+// network namespace, with no check and network_denied false; with
+// RequireNetworkDenial it is refused.
+func TestNetworkGranted(t *testing.T) {
+	s := engineOrSkip(t, Containerd)
+	res, err := s.Run(context.Background(), sandbox.Request{Code: "import socket\nlen(socket.if_nameindex())", Network: true})
+	if err != nil || res.Failure != nil || res.NetworkDenied || res.Isolation.Network != nil || slices.Contains(res.Isolation.Namespaces, "net") {
+		t.Fatalf("granted network: %v %+v", err, res)
+	}
+	strict := newTestSandbox(t, Containerd, Config{RequireNetworkDenial: true})
+	if res, err := strict.Run(context.Background(), sandbox.Request{Code: "1", Network: true}); !errors.Is(err, sandbox.ErrRefused) || res != nil {
+		t.Fatalf("granted network under RequireNetworkDenial: %v, %+v; want ErrRefused", err, res)
+	}
+}
