@@ -66,7 +66,10 @@ type Config struct {
 	// host's values at Run time. The sandbox's own may not be listed.
 	EnvAllowlist []string
 	// RunAs is the uid/gid the program runs as outside the container.
-	// Nil: nobody (65534). Never 0.
+	// Nil: nobody (65534). Never 0 or 1: where the engine gives a user
+	// namespace (containerd), the container's uid 0, which runc's setup
+	// needs, is mapped to the id just below RunAs, which must then be an id
+	// no one on the host uses (65533 for the default).
 	RunAs *IDs
 	// ExtraRunArgs go to `podman run` or `docker run` before psych's own
 	// flags, which win.
@@ -160,8 +163,8 @@ func (c *Config) validate() error {
 		},
 		func() error { return host.CheckAllowlist(c.EnvAllowlist) },
 		func() error {
-			if c.RunAs.UID == 0 || c.RunAs.GID == 0 {
-				return fmt.Errorf("run as %d:%d: uid/gid 0 is never used", c.RunAs.UID, c.RunAs.GID)
+			if c.RunAs.UID < 2 || c.RunAs.GID < 2 {
+				return fmt.Errorf("run as %d:%d: uid/gid 0 is never used, nor 1 (the id below is the container root's)", c.RunAs.UID, c.RunAs.GID)
 			}
 			return nil
 		},

@@ -206,3 +206,18 @@ func TestNetworkGranted(t *testing.T) {
 		t.Fatalf("granted network under RequireNetworkDenial: %v, %+v; want ErrRefused", err, res)
 	}
 }
+
+func TestConfigRefuses(t *testing.T) {
+	for name, cfg := range map[string]Config{
+		"uid 0":        {RunAs: &IDs{0, 100}},
+		"uid 1":        {RunAs: &IDs{1, 100}},
+		"reserved env": {EnvAllowlist: []string{"PATH"}},
+		"relative py":  {ContainerPythonBin: "python3"},
+		"small frame":  {MaxFrameBytes: 100},
+		"bad limits":   {DefaultLimits: sandbox.Limits{WallSeconds: -1}},
+	} {
+		if _, err := New(cfg); !errors.Is(err, sandbox.ErrInvalidConfig) {
+			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/psych-runtime/psych/cgroups"
+	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/wire"
+)
+
+// fakeRun is a run without a process: Kill ends it.
+type fakeRun struct {
+	exited chan struct{}
+	once   sync.Once
+	kills  int
+	mu     sync.Mutex
+	child  net.Conn
+}
+
+func (f *fakeRun) kill() {
+	f.mu.Lock()
+	f.kills++
+	f.mu.Unlock()
+	f.once.Do(func() { f.child.Close(); close(f.exited) })
+}
+
+type fakeMeter struct{ cpu time.Duration }
+
+func (m fakeMeter) Stats() (cgroups.Stats, error) {
+	return cgroups.Stats{CPU: m.cpu, CPUKnown: true, PidsCurrent: 2}, nil
+}
+
+func begin(t *testing.T, ctx context.Context, limits sandbox.Limits, meter Meter) (*Execution, *fakeRun) {
+	t.Helper()
+	req, err := Prepare(sandbox.Request{Code: "x", Limits: limits}, sandbox.DefaultLimits(), wire.DefaultMaxFrame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostEnd, child := net.Pipe()
+	f := &fakeRun{exited: make(chan struct{}), child: child}
+	go func() { // the program: reads the start frame, then nothing
+		wire.NewDecoder(child, 0).Next()
+	}()
+	s := Setup{Request: req, Wire: hostEnd, MaxFrame: wire.DefaultMaxFrame, MaxOutput: 1 << 20,
+		Exited: f.exited, Kill: f.kill, Started: time.Now()}
+	if meter != nil {
+		s.Meter = meter
+	}
+	return Begin(ctx, s), f
+}
+
+// TestSuperviseWallPaused: time the wall clock is paused (a run frozen for
+// a person's approval) is not spent.
+func TestSuperviseWallPaused(t *testing.T) {
+	e, _ := begin(t, context.Background(), sandbox.Limits{WallSeconds: 0.3}, nil)
+	e.Clock().Pause()
+	start := time.Now()
+	go func() { time.Sleep(time.Second); e.Clock().Resume() }()
+	if err := e.Supervise(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.Finish()
+	if d := time.Since(start); d < 1200*time.Millisecond {
+		t.Errorf("a 0.3 s wall limit, paused for 1 s, fired after %v", d)
+	}
+	res := e.Result(Outcome{Status: ExitStatus{Signal: sigKILL}})
+	if res.LimitHit != sandbox.LimitWallSeconds || res.Failure == nil || res.Failure.Type != sandbox.FailureWallTimeout {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+// TestSuperviseCPU: the whole-run CPU watch ends a run at its limit.
+func TestSuperviseCPU(t *testing.T) {
+	e, f := begin(t, context.Background(), sandbox.Limits{CPUSeconds: 1}, fakeMeter{cpu: 2 * time.Second})
+	if err := e.Supervise(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.Finish()
+	res := e.Result(Outcome{Status: ExitStatus{Signal: sigKILL}})
+	if f.kills == 0 || res.LimitHit != sandbox.LimitCPUSeconds || res.LimitSource != sandbox.SourceHost {
+		t.Fatalf("kills %d, result %+v", f.kills, res)
+	}
+}
+
+// TestSuperviseCancel: an ended context kills the run and Supervise
+// returns its error once the run is gone.
+func TestSuperviseCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	e, f := begin(t, ctx, sandbox.Limits{}, nil)
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if err := e.Supervise(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Supervise: %v, want context.Canceled", err)
+	}
+	e.Finish()
+	if f.kills == 0 {
+		t.Fatal("the run was not killed")
+	}
+}
