@@ -22,7 +22,6 @@ import (
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/image-spec/identity"
-	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/psych-runtime/psych/sandbox"
 )
@@ -390,5 +389,3 @@ func harden(rs *runSpec) oci.SpecOpts {
 		return nil
 	}
 }
-
-var _ = specs.Version

@@ -16,12 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containerd/containerd/v2/core/snapshots"
-
-	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
-	"github.com/psych-runtime/psych/test/contract"
 )
 
 const helperEnv = "PSYCH_CONTAINER_TEST_HELPER"
@@ -180,7 +176,3 @@ func TestHostKilled(t *testing.T) {
 		t.Fatalf("the live sibling's run did not survive the reaping: %+v", res)
 	}
 }
-
-var _ = snapshots.KindView
-var _ = cgroups.ModeV1
-var _ = contract.TimeScale
