@@ -78,9 +78,11 @@
 // every run whatever the options said.
 //
 // Cleanup: the task, the container and its snapshot (containerd), or the
-// container (`run --rm`, then `rm -f` where that did not happen) are
-// removed on every path, the cgroup emptied first; the run's directories are
-// removed. Everything psych makes is labelled with its host's owner (pid and
+// container (an attached `run`, then `rm -f`) are removed on every path,
+// the cgroup emptied first, and the run's directories with them. After a
+// result the removal runs in the background (Close waits for it); after a
+// failure or a cancelled context, before Run returns. stdin is /dev/null,
+// given by the init, so no engine's stdin needs closing. Everything psych makes is labelled with its host's owner (pid and
 // start time, cgroups.Owner); New reaps what a dead host left, and only
 // that. If containerd dies during a run, Run ends with sandbox.ErrHostFault
 // within moments (unless the result was in) and leaves what is left to the
