@@ -293,10 +293,6 @@ func (r *Run) Remove() error { return r.remove() }
 // ModeV1, or ModeNone where neither is there.
 func (r *Run) Mode() string { return r.mode }
 
-// Close releases an opened Run's fds without killing anything; the Run can
-// then only be removed. A Run made by New needs no Close (Remove does it).
-func (r *Run) Close() { r.close() }
-
 // Open returns a Run over the cgroups another manager (a container engine)
 // made for the process pid: its unified cgroup (CPU, kill, freeze) and its
 // memory and pids cgroups, wherever they are mounted. A hierarchy where pid

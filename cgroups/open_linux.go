@@ -77,22 +77,10 @@ func open(pid int) (*Run, error) {
 			r.close()
 			return nil, err
 		}
-		r.v1 = append(r.v1, dir)
 		r.dirs[strings.Join(mp.ctrls, ",")] = dir
-		for _, c := range use {
-			switch c {
-			case Memory:
-				r.mem = dir
-			case Pids:
-				r.pids = dir
-			case Freezer:
-				r.freezer = dir
-			case CPUAcct:
-				if r.cpuFd, err = openFd(filepath.Join(dir, "cpuacct.usage"), unix.O_RDONLY); err != nil {
-					r.close()
-					return nil, fmt.Errorf("open the cgroups of pid %d: %w", pid, err)
-				}
-			}
+		if err := r.useV1(dir, use); err != nil {
+			r.close()
+			return nil, fmt.Errorf("open the cgroups of pid %d: %w", pid, err)
 		}
 	}
 	if len(r.dirs) == 0 {

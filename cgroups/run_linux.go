@@ -91,23 +91,32 @@ func (m *manager) newRun(r *run, runID string, l Limits) (retErr error) {
 		if err != nil {
 			return err
 		}
-		r.v1 = append(r.v1, dir)
-		for _, c := range h.use {
-			switch c {
-			case Memory:
-				r.mem = dir
-			case Pids:
-				r.pids = dir
-			case Freezer:
-				r.freezer = dir
-			case CPUAcct:
-				if r.cpuFd, err = openFd(filepath.Join(dir, "cpuacct.usage"), unix.O_RDONLY); err != nil {
-					return fmt.Errorf("open run cgroup: %w", err)
-				}
-			}
+		if err := r.useV1(dir, h.use); err != nil {
+			return fmt.Errorf("open run cgroup: %w", err)
 		}
 	}
 	return r.setLimits(l)
+}
+
+// useV1 takes the controllers ctrls of the run from its v1 directory dir.
+func (r *run) useV1(dir string, ctrls []string) error {
+	r.v1 = append(r.v1, dir)
+	for _, c := range ctrls {
+		switch c {
+		case Memory:
+			r.mem = dir
+		case Pids:
+			r.pids = dir
+		case Freezer:
+			r.freezer = dir
+		case CPUAcct:
+			var err error
+			if r.cpuFd, err = openFd(filepath.Join(dir, "cpuacct.usage"), unix.O_RDONLY); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (r *run) setLimits(l Limits) error {
