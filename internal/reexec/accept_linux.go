@@ -117,17 +117,9 @@ func Accept(ctx context.Context, o *AcceptOptions) (_ *Process, retErr error) {
 			return nil, err
 		}
 	}
-	if err := p.send(nsexec.SyncGo); err != nil {
+	if err := p.goAhead(); err != nil {
 		return nil, err
 	}
-	if m, _, err = p.recv(); err != nil {
-		return nil, err
-	}
-	if m.typ != nsexec.SyncExec {
-		return nil, fmt.Errorf("want exec, got message %d: %w", m.typ, ErrProtocol)
-	}
-	p.InterpPID = childPID(p.InitPID)
-	p.sync.SetDeadline(time.Time{})
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}

@@ -286,18 +286,28 @@ func Start(o *Options) (_ *Process, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := p.send(nsexec.SyncGo); err != nil {
+	if err := p.goAhead(); err != nil {
 		return nil, err
 	}
-	if m, _, err = p.recv(); err != nil {
-		return nil, err
+	return p, nil
+}
+
+// goAhead sends the go-ahead and waits for the interpreter's exec, then
+// lifts the setup deadline.
+func (p *Process) goAhead() error {
+	if err := p.send(nsexec.SyncGo); err != nil {
+		return err
+	}
+	m, _, err := p.recv()
+	if err != nil {
+		return err
 	}
 	if m.typ != nsexec.SyncExec {
-		return nil, fmt.Errorf("want exec, got message %d: %w", m.typ, ErrProtocol)
+		return fmt.Errorf("want exec, got message %d: %w", m.typ, ErrProtocol)
 	}
 	p.InterpPID = childPID(p.InitPID)
 	p.sync.SetDeadline(time.Time{})
-	return p, nil
+	return nil
 }
 
 type msg struct {
