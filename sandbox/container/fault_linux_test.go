@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/test/contract"
 )
 
 // privateContainerd starts a containerd of the test's own (its own socket,
@@ -93,7 +94,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 func TestContainerdKilledDuringRun(t *testing.T) {
 	addr, daemon := privateContainerd(t)
 	s := newTestSandbox(t, Containerd, Config{ContainerdAddress: addr})
-	m := marker()
+	m := contract.Marker()
 	type outcome struct {
 		res *sandbox.Result
 		err error
@@ -104,9 +105,9 @@ func TestContainerdKilledDuringRun(t *testing.T) {
 		res, err := s.Run(context.Background(), sandbox.Request{Code: sleeperCode(m, 300) + "time.sleep(300)", Limits: sandbox.Limits{WallSeconds: wall}})
 		done <- outcome{res, err}
 	}()
-	waitUntil(t, 30*time.Second, "the run to start", func() bool { return len(processesWith(m)) > 0 })
+	waitUntil(t, 30*time.Second, "the run to start", func() bool { return len(contract.ProcessesWith(m)) > 0 })
 	// The dead daemon never removes this run's cgroups; the test does.
-	if b, err := os.ReadFile(filepath.Join(filepath.Dir(processesWith(m)[0]), "cgroup")); err == nil {
+	if b, err := os.ReadFile(filepath.Join(filepath.Dir(contract.ProcessesWith(m)[0]), "cgroup")); err == nil {
 		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 			if f := strings.SplitN(l, ":", 3); len(f) == 3 && strings.Contains(f[2], "/psych-") {
 				name := filepath.Base(f[2])
@@ -131,5 +132,5 @@ func TestContainerdKilledDuringRun(t *testing.T) {
 	case <-time.After((wall + 5) * time.Second):
 		t.Fatal("Run did not return within the wall limit and 5 s of containerd dying")
 	}
-	waitUntil(t, 10*time.Second, "the run's processes to end", func() bool { return len(processesWith(m)) == 0 })
+	waitUntil(t, 10*time.Second, "the run's processes to end", func() bool { return len(contract.ProcessesWith(m)) == 0 })
 }

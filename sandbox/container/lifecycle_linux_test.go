@@ -4,8 +4,6 @@ package container
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/test/contract"
 )
 
 const helperEnv = "PSYCH_CONTAINER_TEST_HELPER"
@@ -46,23 +45,6 @@ func helper(marker string) int {
 	fmt.Println("owner", s.owner.String())
 	s.Run(context.Background(), sandbox.Request{Code: sleeperCode(marker, 300) + "time.sleep(300)"})
 	return 0
-}
-
-func marker() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return "psych-ctr-" + hex.EncodeToString(b[:])
-}
-
-func processesWith(m string) []string {
-	var out []string
-	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range paths {
-		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), m) {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
@@ -110,14 +92,14 @@ func TestNoLeftovers(t *testing.T) {
 			t.Fatalf("run %d: %v %+v", i, err, res)
 		}
 	}
-	m := marker()
+	m := contract.Marker()
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
 		_, err := s.Run(cctx, sandbox.Request{Code: sleeperCode(m, 300) + "time.sleep(300)"})
 		done <- err
 	}()
-	waitUntil(t, 30*time.Second, "the run to start", func() bool { return len(processesWith(m)) > 0 })
+	waitUntil(t, 30*time.Second, "the run to start", func() bool { return len(contract.ProcessesWith(m)) > 0 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled run: %v", err)
@@ -126,7 +108,7 @@ func TestNoLeftovers(t *testing.T) {
 	if err != nil || res.LimitHit != sandbox.LimitWallSeconds {
 		t.Fatalf("wall-limit run: %v %+v", err, res)
 	}
-	if left := processesWith(m); len(left) > 0 {
+	if left := contract.ProcessesWith(m); len(left) > 0 {
 		t.Errorf("processes of a cancelled run are left: %v", left)
 	}
 	s.settle()
@@ -140,7 +122,7 @@ func TestNoLeftovers(t *testing.T) {
 // the container, snapshot and directories it left, and only those.
 func TestHostKilled(t *testing.T) {
 	s := engineOrSkip(t, Containerd)
-	m := marker()
+	m := contract.Marker()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+m)
 	out, _ := cmd.StdoutPipe()
@@ -152,18 +134,18 @@ func TestHostKilled(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatalf("helper: %v", err)
 	}
-	waitUntil(t, 60*time.Second, "the helper's run to start", func() bool { return len(processesWith(m)) > 0 })
+	waitUntil(t, 60*time.Second, "the helper's run to start", func() bool { return len(contract.ProcessesWith(m)) > 0 })
 	// A live sibling's run must survive the reaping.
-	sib := marker()
+	sib := contract.Marker()
 	sibDone := make(chan *sandbox.Result, 1)
 	go func() {
 		res, _ := s.Run(context.Background(), sandbox.Request{Code: sleeperCode(sib, 5) + "p.wait()\n'sibling'"})
 		sibDone <- res
 	}()
-	waitUntil(t, 30*time.Second, "the sibling's run to start", func() bool { return len(processesWith(sib)) > 0 })
+	waitUntil(t, 30*time.Second, "the sibling's run to start", func() bool { return len(contract.ProcessesWith(sib)) > 0 })
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	waitUntil(t, 15*time.Second, "the dead host's run to end", func() bool { return len(processesWith(m)) == 0 })
+	waitUntil(t, 15*time.Second, "the dead host's run to end", func() bool { return len(contract.ProcessesWith(m)) == 0 })
 	if len(leftovers(t, s, owner)) == 0 {
 		t.Fatal("the killed host left nothing: the test proves nothing")
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/test/contract"
 )
 
 // The host helper: a process that starts one run and blocks in it until it
@@ -54,23 +55,13 @@ func startHost(t *testing.T, marker string) *exec.Cmd {
 		New(Config{PythonBin: testPython(), AllowSameUID: os.Geteuid() != 0}) // removes what it left
 	})
 	deadline := time.Now().Add(20 * time.Second)
-	for !markerAlive(marker) {
+	for len(contract.ProcessesWith(marker)) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the helper host's run never started its sleeper")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return cmd
-}
-
-func markerAlive(marker string) bool {
-	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range paths {
-		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), marker) {
-			return true
-		}
-	}
-	return false
 }
 
 // ownedBy lists the entries of dir (run directories or run cgroups) named
@@ -115,10 +106,10 @@ func TestHostKilledMidRun(t *testing.T) {
 	// The init sees its sync socket close and exits, which takes the whole
 	// pid namespace with it, setsid'd descendants included.
 	deadline := time.Now().Add(5 * time.Second)
-	for markerAlive(dead) && time.Now().Before(deadline) {
+	for len(contract.ProcessesWith(dead)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if markerAlive(dead) {
+	if len(contract.ProcessesWith(dead)) > 0 {
 		t.Error("the dead host's setsid'd descendant outlived it")
 	}
 	for _, p := range append(victimDirs, victimCgroups...) {
@@ -134,7 +125,7 @@ func TestHostKilledMidRun(t *testing.T) {
 			t.Errorf("left behind by the dead host: %s", p)
 		}
 	}
-	if !markerAlive(live) {
+	if len(contract.ProcessesWith(live)) == 0 {
 		t.Error("the live sibling host's run was killed")
 	}
 	for _, p := range append(siblingDirs, siblingCgroups...) {

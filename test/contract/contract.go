@@ -375,15 +375,16 @@ func (s *suite) environment(t *testing.T) {
 	}
 }
 
-// marker returns a unique argv token to find a run's processes from the host.
-func marker() string {
+// Marker returns a unique argv token to find a run's processes from the host.
+func Marker() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return "psych-contract-" + hex.EncodeToString(b[:])
 }
 
-// processesWith lists host pids whose command line contains m.
-func processesWith(m string) []string {
+// ProcessesWith lists the /proc/PID/cmdline paths of the host's processes
+// whose command line contains m.
+func ProcessesWith(m string) []string {
 	var out []string
 	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range paths {
@@ -404,7 +405,7 @@ func detachCode(m string) string {
 func (s *suite) waitSpawned(t *testing.T, m string) {
 	t.Helper()
 	deadline := time.Now().Add(s.scaled(10 * time.Second))
-	for len(processesWith(m)) == 0 {
+	for len(ProcessesWith(m)) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the detached sleeper never started")
 		}
@@ -413,7 +414,7 @@ func (s *suite) waitSpawned(t *testing.T, m string) {
 }
 
 func (s *suite) setsidGrandchild(t *testing.T) {
-	m := marker()
+	m := Marker()
 	// The program waits until its detached grandchild runs, then returns.
 	code := detachCode(m) + "import time\n" +
 		"def alive():\n    return any('" + m + "' in open(f'/proc/{p}/cmdline').read() for p in os.listdir('/proc') if p.isdigit() and os.path.exists(f'/proc/{p}/cmdline'))\n" +
@@ -423,13 +424,13 @@ func (s *suite) setsidGrandchild(t *testing.T) {
 	if got := mustJSON(t, res.Value); got != true {
 		t.Fatalf("the grandchild never started inside the run (value %#v, stderr %s)", got, res.Stderr)
 	}
-	if left := processesWith(m); len(left) > 0 {
+	if left := ProcessesWith(m); len(left) > 0 {
 		t.Fatalf("setsid'd grandchild survived Run: %v", left)
 	}
 }
 
 func (s *suite) contextCancel(t *testing.T) {
-	m := marker()
+	m := Marker()
 	sb := s.b.New(t, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -454,7 +455,7 @@ func (s *suite) contextCancel(t *testing.T) {
 	if d := time.Since(start); d > s.scaled(3*time.Second) {
 		t.Errorf("Run took %v to return after cancel", d)
 	}
-	if left := processesWith(m); len(left) > 0 {
+	if left := ProcessesWith(m); len(left) > 0 {
 		t.Fatalf("processes survived a cancelled Run: %v", left)
 	}
 }
@@ -463,7 +464,7 @@ func (s *suite) contextCancel(t *testing.T) {
 // ErrInvalidRequest at Run, and nothing runs.
 func (s *suite) reservedNames(t *testing.T) {
 	sb := s.b.New(t, Options{})
-	m := marker()
+	m := Marker()
 	for _, name := range []string{"__spec__", "run_code", "BindingError", "class", "__"} {
 		res, err := sb.Run(context.Background(), sandbox.Request{
 			Code:     detachCode(m),
@@ -473,7 +474,7 @@ func (s *suite) reservedNames(t *testing.T) {
 			t.Errorf("binding %q: %v, %+v; want ErrInvalidRequest and no result", name, err, res)
 		}
 	}
-	if left := processesWith(m); len(left) > 0 {
+	if left := ProcessesWith(m); len(left) > 0 {
 		t.Fatalf("a refused request ran: %v", left)
 	}
 }
