@@ -22,8 +22,7 @@ type Setup struct {
 	Wire io.ReadWriter
 	// MaxFrame caps a frame, MaxOutput each of stdout and stderr.
 	MaxFrame, MaxOutput int
-	// Stdout and Stderr are drained under the cap until their end. Nil: the
-	// backend copies the streams into Execution.Stdout and Stderr itself.
+	// Stdout and Stderr are drained under the cap until their end.
 	Stdout, Stderr io.Reader
 	// Exited is closed once the run's processes are gone.
 	Exited <-chan struct{}
@@ -63,7 +62,7 @@ type Evidence struct {
 type Execution struct {
 	s              Setup
 	srv            *Server
-	Stdout, Stderr Capture
+	stdout, stderr Capture
 	clock          *WallClock
 	cancel         context.CancelFunc
 	served         chan struct{}
@@ -78,15 +77,13 @@ type Execution struct {
 // starts now.
 func Begin(ctx context.Context, s Setup) *Execution {
 	e := &Execution{s: s, served: make(chan struct{})}
-	e.Stdout.Max, e.Stderr.Max = s.MaxOutput, s.MaxOutput
+	e.stdout.Max, e.stderr.Max = s.MaxOutput, s.MaxOutput
 	for _, d := range []struct {
 		r io.Reader
 		c *Capture
-	}{{s.Stdout, &e.Stdout}, {s.Stderr, &e.Stderr}} {
-		if d.r != nil {
-			e.drains.Add(1)
-			go func() { defer e.drains.Done(); d.c.Drain(d.r) }()
-		}
+	}{{s.Stdout, &e.stdout}, {s.Stderr, &e.stderr}} {
+		e.drains.Add(1)
+		go func() { defer e.drains.Done(); d.c.Drain(d.r) }()
 	}
 	e.srv = NewServer(s.Wire, s.Request, s.MaxFrame)
 	var serveCtx context.Context
@@ -184,9 +181,6 @@ func (e *Execution) Sample(st *cgroups.Stats) {
 // Finish).
 func (e *Execution) Reported() bool { return e.srv.Result() != nil }
 
-// Evidence is what the host observed so far.
-func (e *Execution) Evidence() Evidence { return e.ev }
-
 // Finish stops serving and waits for the server and the output drains. The
 // backend calls it after its processes are gone and the streams closed.
 func (e *Execution) Finish() {
@@ -239,8 +233,8 @@ type Outcome struct {
 // evidence and o. Call it after Finish.
 func (e *Execution) Result(o Outcome) *sandbox.Result {
 	res := &sandbox.Result{
-		Stdout: e.Stdout.Text(), Stderr: e.Stderr.Text(),
-		StdoutTruncated: e.Stdout.Truncated(), StderrTruncated: e.Stderr.Truncated(),
+		Stdout: e.stdout.Text(), Stderr: e.stderr.Text(),
+		StdoutTruncated: e.stdout.Truncated(), StderrTruncated: e.stderr.Truncated(),
 		Duration:      e.ended.Sub(e.s.Started),
 		NetworkDenied: o.NetworkDenied,
 		Usage:         o.Usage,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +48,7 @@ func begin(t *testing.T, ctx context.Context, limits sandbox.Limits, meter Meter
 		wire.NewDecoder(child, 0).Next()
 	}()
 	s := Setup{Request: req, Wire: hostEnd, MaxFrame: wire.DefaultMaxFrame, MaxOutput: 1 << 20,
+		Stdout: strings.NewReader(""), Stderr: strings.NewReader(""),
 		Exited: f.exited, Kill: f.kill, Started: time.Now()}
 	if meter != nil {
 		s.Meter = meter

@@ -3,25 +3,19 @@ package host
 import (
 	"io"
 	"strings"
-	"sync"
 )
 
-// Capture keeps the first Max bytes of a stream and counts the rest away, so
-// host memory stays bounded whatever the child writes and the child never
-// blocks on a full pipe. Use Drain on a reader, or write into it (an engine
-// that copies the stream itself); it is safe for one writer at a time and
-// concurrent Text calls.
+// Capture keeps the first Max bytes of a stream and drops the rest, so host
+// memory stays bounded whatever the child writes and the child never blocks
+// on a full pipe. Read Text and Truncated once the drain has ended.
 type Capture struct {
 	Max       int
-	mu        sync.Mutex
 	buf       []byte
 	truncated bool
 }
 
 // Write keeps what fits and drops the rest; it never fails.
 func (c *Capture) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	keep := min(len(p), c.Max-len(c.buf))
 	if keep > 0 {
 		if c.buf == nil {
@@ -51,14 +45,10 @@ func (c *Capture) Drain(r io.Reader) {
 
 // Text decodes the kept bytes as UTF-8, replacing invalid sequences.
 func (c *Capture) Text() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	return strings.ToValidUTF8(string(c.buf), "\uFFFD")
 }
 
 // Truncated reports whether anything was dropped.
 func (c *Capture) Truncated() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	return c.truncated
 }
