@@ -273,7 +273,7 @@ func (t *cliTask) kill(ctx context.Context) error {
 	default:
 	}
 	out, err := t.e.cmd(ctx, "kill", "--signal", "KILL", t.id).CombinedOutput()
-	if err != nil && !bytes.Contains(out, []byte("no such container")) && !bytes.Contains(bytes.ToLower(out), []byte("no such container")) {
+	if err != nil && !noSuchContainer(out) {
 		return fmt.Errorf("%s kill: %v: %s", t.e.kind, err, bytes.TrimSpace(out))
 	}
 	return nil
@@ -296,12 +296,18 @@ func (t *cliTask) remove(ctx context.Context) error {
 			}
 		}
 		out, err := t.e.cmd(ctx, "rm", "-f", t.id).CombinedOutput()
-		if err != nil && !bytes.Contains(bytes.ToLower(out), []byte("no such container")) {
+		if err != nil && !noSuchContainer(out) {
 			t.err = fmt.Errorf("%s rm: %v: %s", t.e.kind, err, bytes.TrimSpace(out))
 		}
 		t.unmount()
 	})
 	return t.err
+}
+
+// noSuchContainer reports whether the CLI said the container is gone
+// (podman and docker word it differently in case).
+func noSuchContainer(out []byte) bool {
+	return bytes.Contains(bytes.ToLower(out), []byte("no such container"))
 }
 
 func (t *cliTask) unmount() {
