@@ -593,7 +593,7 @@ func (r *run) plan() ([]byte, error) {
 		OuterUID: r.uid, OuterGID: r.gid, InnerUID: r.uid, InnerGID: r.gid,
 		Exe:      python,
 		Args:     append([]string{python}, bootstrap.SocketArgs(runDir+"/wire.sock")...),
-		Env:      host.Env(host.Home, filepath.Dir(python)+":/usr/local/bin:/usr/bin:/bin", s.cfg.EnvAllowlist),
+		Env:      host.Env(host.Home, python, s.cfg.EnvAllowlist),
 		Cwd:      host.Home,
 		Rlimits:  r.rlimits(),
 		Landlock: s.scopes,

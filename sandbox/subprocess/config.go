@@ -84,7 +84,7 @@ const (
 	DefaultTmpBytes       = 64 << 20
 	DefaultTmpInodes      = 4096
 	rootTmpBase           = "/var/lib/psych/tmp"
-	nobodyID              = 65534
+	nobodyID              = host.NobodyID
 )
 
 // validate runs the configuration checks, in the style of runc's

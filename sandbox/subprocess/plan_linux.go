@@ -69,7 +69,7 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 
 // env is the child's environment, built from nothing.
 func (r *run) env(home string) []string {
-	return host.Env(home, filepath.Dir(r.s.python)+":/usr/local/bin:/usr/bin:/bin", r.s.cfg.EnvAllowlist)
+	return host.Env(home, r.s.python, r.s.cfg.EnvAllowlist)
 }
 
 // rlimits are the per-process limits, set by the init before it drops its

@@ -3,6 +3,7 @@ package host
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 )
 
@@ -34,13 +35,13 @@ func CheckAllowlist(names []string) error {
 }
 
 // Env is the child's environment, built from nothing: the sandbox's own
-// variables, then each allowlisted host variable that is set, with the
-// host's value now.
-func Env(home, path string, allowlist []string) []string {
+// variables (PATH leads to python's directory, then the usual ones), then
+// each allowlisted host variable that is set, with the host's value now.
+func Env(home, python string, allowlist []string) []string {
 	env := []string{
 		"HOME=" + home,
 		"TMPDIR=" + home,
-		"PATH=" + path,
+		"PATH=" + filepath.Dir(python) + ":/usr/local/bin:/usr/bin:/bin",
 		"PYTHONDONTWRITEBYTECODE=1",
 		"MALLOC_ARENA_MAX=2",
 		"LC_ALL=C.UTF-8",

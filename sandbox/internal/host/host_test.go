@@ -38,7 +38,7 @@ func TestCapture(t *testing.T) {
 func TestEnv(t *testing.T) {
 	t.Setenv("PSYCH_HOST_TEST_ALLOWED", "yes")
 	t.Setenv("PSYCH_HOST_TEST_SECRET", "no")
-	env := Env("/tmp", "/usr/bin", []string{"PSYCH_HOST_TEST_ALLOWED", "PSYCH_HOST_TEST_UNSET"})
+	env := Env("/tmp", "/usr/bin/python3", []string{"PSYCH_HOST_TEST_ALLOWED", "PSYCH_HOST_TEST_UNSET"})
 	var names []string
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
