@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -195,6 +197,20 @@ func (m *Manager) Parents() map[string]string {
 		return nil
 	}
 	return m.parents()
+}
+
+// CanFreeze reports whether the runs this Manager makes can be frozen: it
+// has the unified hierarchy (cgroup.freeze) or the v1 freezer controller.
+func (m *Manager) CanFreeze() bool {
+	if m == nil {
+		return false
+	}
+	for key := range m.parents() {
+		if key == "unified" || slices.Contains(strings.Split(key, ","), Freezer) {
+			return true
+		}
+	}
+	return false
 }
 
 // New creates the cgroups of one run, named "<host pid>.<host start

@@ -14,4 +14,6 @@ var (
 	ErrRefused = errors.New("run refused")
 	// ErrHostFault: the host failed to set up, watch or tear down the run.
 	ErrHostFault = errors.New("sandbox host fault")
+	// ErrCannotSuspend: a run cannot be frozen (see Suspend).
+	ErrCannotSuspend = errors.New("cannot suspend")
 )

@@ -8,6 +8,8 @@ import (
 // Result is what one execution produced. Every field comes from the host's
 // own observation except Value and the program-reported parts of Failure.
 type Result struct {
+	// ID is the execution's id: the Request's, or the one the backend made.
+	ID string `json:"id"`
 	// Stdout and Stderr are decoded as UTF-8 with replacement and capped;
 	// the host keeps draining past the cap so the child never blocks.
 	Stdout          string `json:"stdout"`
@@ -20,8 +22,12 @@ type Result struct {
 	Value json.RawMessage `json:"value"`
 	// Failure is nil on success.
 	Failure *Failure `json:"failure"`
-	// Duration is the wall time from start to exit.
+	// Duration is the wall time from start to exit, suspended time
+	// included.
 	Duration time.Duration `json:"-"`
+	// Suspended is how long the run was frozen while binding calls waited
+	// for a person (Suspend); its wall clock did not run meanwhile.
+	Suspended time.Duration `json:"-"`
 	// LimitHit names the cap that ended the execution; empty when none did.
 	LimitHit LimitName `json:"limit_hit"`
 	// LimitSource says what LimitHit rests on: "host" (the host's own timer
@@ -63,21 +69,24 @@ type resultJSON Result
 func (r Result) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		resultJSON
-		DurationSeconds float64 `json:"duration_seconds"`
-	}{resultJSON(r), r.Duration.Seconds()})
+		DurationSeconds  float64 `json:"duration_seconds"`
+		SuspendedSeconds float64 `json:"suspended_seconds"`
+	}{resultJSON(r), r.Duration.Seconds(), r.Suspended.Seconds()})
 }
 
 // UnmarshalJSON reads duration_seconds back into Duration.
 func (r *Result) UnmarshalJSON(b []byte) error {
 	var v struct {
 		resultJSON
-		DurationSeconds float64 `json:"duration_seconds"`
+		DurationSeconds  float64 `json:"duration_seconds"`
+		SuspendedSeconds float64 `json:"suspended_seconds"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
 	*r = Result(v.resultJSON)
 	r.Duration = time.Duration(v.DurationSeconds * float64(time.Second))
+	r.Suspended = time.Duration(v.SuspendedSeconds * float64(time.Second))
 	return nil
 }
 
@@ -161,6 +170,15 @@ type Isolation struct {
 	Network *NetworkCheck `json:"network"`
 	// Cgroup is "v2", "v1" or "none" (rlimits alone hold).
 	Cgroup string `json:"cgroup"`
+	// Freezable says the backend could freeze this run while a binding
+	// call waited for a person (Suspend); false where it could not.
+	Freezable bool `json:"freezable"`
+	// PythonPath is the interpreter's path as the run executed it (for a
+	// container, inside its image).
+	PythonPath string `json:"python_path"`
+	// EnvKeys are the names of the variables the program's environment
+	// was built from, sorted; never their values.
+	EnvKeys []string `json:"env_keys"`
 }
 
 // Image names a container image: the reference it was asked for by and the

@@ -20,6 +20,10 @@ type Sandbox interface {
 
 // Request is one execution.
 type Request struct {
+	// ID identifies the execution (see CheckID); the backend makes a ULID
+	// when it is empty. It is on the Result and on the context of every
+	// Bindings.Call of the run.
+	ID string
 	// Code is the Python program, run as the __main__ module.
 	Code string
 	// Limits overrides the backend's defaults field by field; a zero field
@@ -48,7 +52,9 @@ type Binding struct {
 // args is a JSON object (positional arguments already mapped to Params); the
 // reply must be JSON. An error from Call reaches the program as a
 // BindingError carrying err.Error(); it never ends the run. ctx ends when
-// the run ends.
+// the run ends; it carries the run's id (RunID) and, where the backend can
+// freeze, the means to suspend the run while the call waits for a person
+// (Suspend).
 type Bindings interface {
 	List() []Binding
 	Call(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error)

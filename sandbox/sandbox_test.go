@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -104,5 +105,50 @@ func TestResultJSON(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("empty result %s lacks %s", b, want)
 		}
+	}
+}
+
+func TestCheckID(t *testing.T) {
+	for _, id := range []string{"a", "01J0ABCDEF", "run-1.2_x:y", strings.Repeat("x", 64)} {
+		if err := CheckID(id); err != nil {
+			t.Errorf("%q: %v", id, err)
+		}
+	}
+	for _, id := range []string{"", "a b", "a/b", "é", strings.Repeat("x", 65), "a\x00"} {
+		if err := CheckID(id); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("%q: %v, want ErrInvalidRequest", id, err)
+		}
+	}
+}
+
+func TestRunContext(t *testing.T) {
+	ctx := context.Background()
+	if RunID(ctx) != "" {
+		t.Fatal("an id outside a run")
+	}
+	if _, err := Suspend(WithRun(ctx, RunContext{ID: "r"})); !errors.Is(err, ErrCannotSuspend) {
+		t.Fatalf("Suspend without a freezer: %v", err)
+	}
+	resumed := false
+	ctx = WithRun(ctx, RunContext{ID: "r", Suspend: func() (func(), error) { return func() { resumed = true }, nil }})
+	resume, err := Suspend(ctx)
+	if err != nil || RunID(ctx) != "r" {
+		t.Fatalf("Suspend: %v, id %q", err, RunID(ctx))
+	}
+	resume()
+	if !resumed {
+		t.Fatal("resume did not reach the backend")
+	}
+}
+
+func TestResultJSONSuspended(t *testing.T) {
+	r := Result{ID: "x", Duration: 3 * time.Second, Suspended: 2500 * time.Millisecond}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Result
+	if err := json.Unmarshal(b, &back); err != nil || back.ID != "x" || back.Suspended != r.Suspended || !strings.Contains(string(b), `"suspended_seconds":2.5`) {
+		t.Fatalf("%s -> %+v, %v", b, back, err)
 	}
 }

@@ -279,6 +279,17 @@ func (t *cliTask) kill(ctx context.Context) error {
 	return nil
 }
 
+func (t *cliTask) pause(ctx context.Context, frozen bool) error {
+	verb := "pause"
+	if !frozen {
+		verb = "unpause"
+	}
+	if out, err := t.e.cmd(ctx, verb, t.id).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %v: %s", t.e.kind, verb, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
 // remove waits for the CLI and removes the container.
 func (t *cliTask) remove(ctx context.Context) error {
 	t.once.Do(func() {

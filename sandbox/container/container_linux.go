@@ -162,6 +162,10 @@ func (s *Sandbox) Engine() Engine { return s.eng.name() }
 func (s *Sandbox) Image() sandbox.Image { img, _ := s.eng.image(); return img }
 
 // settle waits for the runs in flight and the background removals.
+// CanFreeze reports true: every engine pauses a container (the cgroup
+// freezer, through the engine's pause).
+func (s *Sandbox) CanFreeze() bool { return true }
+
 func (s *Sandbox) settle() { s.running.Wait() }
 
 // Close waits for the runs in flight, removes the init's files and closes
@@ -365,6 +369,7 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 		Request: r.req, Wire: r.wire, MaxFrame: s.cfg.MaxFrameBytes, MaxOutput: s.cfg.MaxOutputBytes,
 		Stdout: outR, Stderr: errR, Exited: exited, Kill: r.killAll, Started: started,
 		SetupInPidsPeak: true,
+		Freeze:          r.freeze,
 	}
 	if r.cg != nil {
 		setup.Meter = r.cg
@@ -583,6 +588,14 @@ func (r *run) killAll() {
 	}
 }
 
+// freeze pauses or resumes the container through its engine, within a
+// bound: a wedged engine must not hold the binding call for ever.
+func (r *run) freeze(frozen bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return r.task.pause(ctx, frozen)
+}
+
 // plan is what the init carries out in the container: the rlimits, the
 // drop to the run ids (a no-op: the engine started it as them), Landlock,
 // psych's own seccomp filter over the engine's, and the interpreter.
@@ -599,6 +612,8 @@ func (r *run) plan() ([]byte, error) {
 		Landlock: s.scopes,
 		Seccomp:  s.filter.Bytes(),
 	}
+	r.iso.EnvKeys = host.EnvKeys(p.Env)
+	r.iso.PythonPath = python
 	return p.Encode()
 }
 

@@ -26,6 +26,9 @@ func New(Config) (*Sandbox, error) { return nil, errUnsupported }
 // Engine is empty in this build.
 func (*Sandbox) Engine() Engine { return "" }
 
+// CanFreeze reports false: no run exists here.
+func (*Sandbox) CanFreeze() bool { return false }
+
 // Image is empty in this build.
 func (*Sandbox) Image() sandbox.Image { return sandbox.Image{} }
 

@@ -316,6 +316,13 @@ func (t *containerdTask) kill(ctx context.Context) error {
 	return nil
 }
 
+func (t *containerdTask) pause(ctx context.Context, frozen bool) error {
+	if frozen {
+		return t.task.Pause(ctx)
+	}
+	return t.task.Resume(ctx)
+}
+
 // remove deletes the task (killing what is left), the container and its
 // snapshot, with a context of its own: it runs on every path, a cancelled
 // run's included.

@@ -47,6 +47,9 @@ type task interface {
 	why() string
 	// kill kills everything in the container.
 	kill(ctx context.Context) error
+	// pause freezes every process of the container (frozen true) or thaws
+	// it (false), through the engine, and returns once it did.
+	pause(ctx context.Context, frozen bool) error
 	// waitOutput returns once the engine has copied all of the dead
 	// container's stdout and stderr (or ctx ended).
 	waitOutput(ctx context.Context)

@@ -64,6 +64,8 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 		}
 	}
 	p.Env = r.env(home)
+	r.iso.EnvKeys = host.EnvKeys(p.Env)
+	r.iso.PythonPath = s.python
 	return p, trees, nil
 }
 

@@ -181,6 +181,10 @@ func (s *Sandbox) acquire(ctx context.Context) (uid, gid uint32, release func(),
 	}
 }
 
+// CanFreeze reports whether runs can be frozen while a binding call waits
+// for a person (sandbox.Suspend): they get a cgroup with a freezer.
+func (s *Sandbox) CanFreeze() bool { return s.cg.CanFreeze() }
+
 // Run executes req.Code once. See sandbox.Sandbox for the contract.
 func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result, error) {
 	if err := ctx.Err(); err != nil {
@@ -322,6 +326,14 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	}
 	if r.cg != nil {
 		setup.Meter = r.cg
+		if s.cg.CanFreeze() {
+			setup.Freeze = func(frozen bool) error {
+				if frozen {
+					return r.cg.Freeze()
+				}
+				return r.cg.Thaw()
+			}
+		}
 	}
 	e := host.Begin(ctx, setup)
 	cancelled := e.Supervise(ctx)

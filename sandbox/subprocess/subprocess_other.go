@@ -26,6 +26,9 @@ func New(Config) (*Sandbox, error) { return nil, errUnsupported }
 // Python is empty in this build.
 func (*Sandbox) Python() string { return "" }
 
+// CanFreeze reports false: no run exists here.
+func (*Sandbox) CanFreeze() bool { return false }
+
 // Run always fails in this build.
 func (*Sandbox) Run(context.Context, sandbox.Request) (*sandbox.Result, error) {
 	return nil, errUnsupported

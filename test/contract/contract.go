@@ -121,6 +121,9 @@ func Run(t *testing.T, b Backend) {
 		{"Hostile", s.hostile},
 		{"ForgedResult", s.forgedResult},
 		{"CallFlood", s.callFlood},
+		{"RunIDs", s.runIDs},
+		{"Suspend", s.suspend},
+		{"SuspendCancel", s.suspendCancel},
 	} {
 		t.Run(tc.name, tc.fn)
 	}

@@ -413,4 +413,7 @@ func (s *suite) attestation(t *testing.T) {
 	if iso.Cgroup == "" {
 		t.Errorf("attestation lacks the cgroup mode")
 	}
+	if iso.PythonPath == "" || !slices.Contains(iso.EnvKeys, "PATH") || !slices.Contains(iso.EnvKeys, "HOME") || !slices.IsSorted(iso.EnvKeys) {
+		t.Errorf("attestation: python_path %q, env_keys %v; want the interpreter and the sorted names", iso.PythonPath, iso.EnvKeys)
+	}
 }

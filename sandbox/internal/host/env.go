@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // SandboxEnv are the variables every backend sets itself: HOME, TMPDIR and
@@ -52,4 +53,16 @@ func Env(home, python string, allowlist []string) []string {
 		}
 	}
 	return env
+}
+
+// EnvKeys are env's names, sorted: what an attestation may show of an
+// environment (never its values).
+func EnvKeys(env []string) []string {
+	keys := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -34,6 +35,10 @@ type Setup struct {
 	Meter Meter
 	// Started is when the backend began to start the run.
 	Started time.Time
+	// Freeze freezes (true) or thaws (false) every process of the run, and
+	// returns once they are; nil where the backend cannot freeze. A freeze
+	// must not stop Kill from killing the run.
+	Freeze func(frozen bool) error
 	// SetupInPidsPeak says the cgroup's pids.peak also counts the tasks the
 	// backend's setup had in it (a container engine's runc init, whose Go
 	// runtime has several threads): the peak then comes from the host's
@@ -71,6 +76,13 @@ type Execution struct {
 	ev             Evidence
 	ended          time.Time
 	cancelled      bool
+
+	// The suspension: freeze and the paused clock go together.
+	susMu     sync.Mutex
+	frozen    bool // the run is frozen and its clock paused
+	over      bool // the run was killed or ended: no freeze from now on
+	frozeAt   time.Time
+	suspended time.Duration
 }
 
 // Begin starts serving the wire and draining the output. The wall clock
@@ -86,8 +98,12 @@ func Begin(ctx context.Context, s Setup) *Execution {
 		go func() { defer e.drains.Done(); d.c.Drain(d.r) }()
 	}
 	e.srv = NewServer(s.Wire, s.Request, s.MaxFrame)
-	var serveCtx context.Context
-	serveCtx, e.cancel = context.WithCancel(ctx)
+	rc := sandbox.RunContext{ID: s.Request.ID}
+	if s.Freeze != nil {
+		rc.Suspend = e.suspend
+	}
+	serveCtx, cancel := context.WithCancel(sandbox.WithRun(ctx, rc))
+	e.cancel = cancel
 	go func() { defer close(e.served); e.srv.Serve(serveCtx) }()
 	e.clock = NewWallClock(time.Duration(s.Request.Limits.WallSeconds * float64(time.Second)))
 	if s.Meter != nil {
@@ -103,10 +119,65 @@ func Begin(ctx context.Context, s Setup) *Execution {
 // Clock is the run's wall clock; pause it while the run is frozen.
 func (e *Execution) Clock() *WallClock { return e.clock }
 
-// kill ends the run on the host's own account.
+// kill ends the run on the host's own account. A frozen run is thawed
+// after the kill, so that a freezer that holds back even SIGKILL (cgroup
+// v1's) lets its processes die.
 func (e *Execution) kill() {
 	e.killOnce.Do(e.srv.HostKilled)
+	e.susMu.Lock()
+	defer e.susMu.Unlock()
+	e.over = true
 	e.s.Kill()
+	if e.frozen {
+		e.unfreeze()
+	}
+}
+
+// suspend freezes the run and then pauses its clock, so the clock is
+// paused for no longer than the run is frozen. See sandbox.Suspend.
+func (e *Execution) suspend() (func(), error) {
+	e.susMu.Lock()
+	defer e.susMu.Unlock()
+	switch {
+	case e.over:
+		return nil, fmt.Errorf("suspend run %s: %w: the run is ending", e.s.Request.ID, sandbox.ErrCannotSuspend)
+	case e.frozen:
+		return nil, fmt.Errorf("suspend run %s: %w: it is suspended already", e.s.Request.ID, sandbox.ErrCannotSuspend)
+	}
+	if err := e.s.Freeze(true); err != nil {
+		e.s.Freeze(false) // a half-done freeze must not hold the run
+		return nil, fmt.Errorf("suspend run %s: %w: %w", e.s.Request.ID, sandbox.ErrCannotSuspend, err)
+	}
+	e.clock.Pause()
+	e.frozen, e.frozeAt = true, time.Now()
+	return sync.OnceFunc(e.resume), nil
+}
+
+// resume restarts the clock, then thaws the run.
+func (e *Execution) resume() {
+	e.susMu.Lock()
+	defer e.susMu.Unlock()
+	if !e.frozen {
+		return
+	}
+	if e.over {
+		e.unfreeze()
+		return
+	}
+	if err := e.unfreeze(); err != nil {
+		// A run that stays frozen would spend its wall budget doing
+		// nothing: end it now.
+		e.over = true
+		e.s.Kill()
+	}
+}
+
+// unfreeze ends the suspension; e.susMu is held.
+func (e *Execution) unfreeze() error {
+	e.suspended += time.Since(e.frozeAt)
+	e.frozen = false
+	e.clock.Resume()
+	return e.s.Freeze(false)
 }
 
 // Supervise waits until the run's processes are gone, killing them at the
@@ -128,6 +199,14 @@ func (e *Execution) Supervise(ctx context.Context) error {
 		select {
 		case <-e.s.Exited:
 			e.ended = time.Now()
+			e.susMu.Lock()
+			e.over = true
+			if e.frozen {
+				// Gone while frozen: count the suspension to the end.
+				e.suspended += e.ended.Sub(e.frozeAt)
+				e.frozen = false
+			}
+			e.susMu.Unlock()
 			e.clock.Stop()
 			e.cancel() // a binding call still in flight ends with the run
 			if e.cancelled {
@@ -232,8 +311,16 @@ type Outcome struct {
 // Result builds the run's Result from the output, the wire, the host's own
 // evidence and o. Call it after Finish.
 func (e *Execution) Result(o Outcome) *sandbox.Result {
+	e.susMu.Lock()
+	suspended := e.suspended
+	e.susMu.Unlock()
+	if o.Isolation != nil {
+		o.Isolation.Freezable = e.s.Freeze != nil
+	}
 	res := &sandbox.Result{
-		Stdout: e.stdout.Text(), Stderr: e.stderr.Text(),
+		ID:        e.s.Request.ID,
+		Suspended: suspended,
+		Stdout:    e.stdout.Text(), Stderr: e.stderr.Text(),
 		StdoutTruncated: e.stdout.Truncated(), StderrTruncated: e.stderr.Truncated(),
 		Duration:      e.ended.Sub(e.s.Started),
 		NetworkDenied: o.NetworkDenied,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -102,4 +103,77 @@ func TestSuperviseCancel(t *testing.T) {
 	if f.kills == 0 {
 		t.Fatal("the run was not killed")
 	}
+}
+
+// fakeFreezer records the freezes and thaws asked of it, in order.
+type fakeFreezer struct {
+	mu    sync.Mutex
+	calls []bool
+	fail  bool // a freeze fails
+}
+
+func (f *fakeFreezer) freeze(frozen bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, frozen)
+	if frozen && f.fail {
+		return errors.New("freezer broke")
+	}
+	return nil
+}
+
+func (f *fakeFreezer) seen() []bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]bool(nil), f.calls...)
+}
+
+// TestSuspend: a suspension freezes, then pauses the clock; resume undoes
+// both once; a kill during it thaws after killing (so a v1 freezer lets the
+// processes die), and nothing suspends a run that is ending. A failed
+// freeze is ErrCannotSuspend with the run thawed and the clock running.
+func TestSuspend(t *testing.T) {
+	e, f := begin(t, context.Background(), sandbox.Limits{WallSeconds: 60}, nil)
+	fz := &fakeFreezer{}
+	e.s.Freeze = fz.freeze
+	resume, err := e.suspend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.Clock().Paused() || !slices.Equal(fz.seen(), []bool{true}) {
+		t.Fatalf("after suspend: paused %v, freezer %v", e.Clock().Paused(), fz.seen())
+	}
+	if _, err := e.suspend(); !errors.Is(err, sandbox.ErrCannotSuspend) {
+		t.Fatalf("nested suspend: %v, want ErrCannotSuspend", err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	resume()
+	resume()
+	if e.Clock().Paused() || !slices.Equal(fz.seen(), []bool{true, false}) || e.suspended < 20*time.Millisecond {
+		t.Fatalf("after resume: paused %v, freezer %v, suspended %v", e.Clock().Paused(), fz.seen(), e.suspended)
+	}
+	if _, err := e.suspend(); err != nil {
+		t.Fatal(err)
+	}
+	e.kill()
+	if f.kills != 1 || !slices.Equal(fz.seen(), []bool{true, false, true, false}) {
+		t.Fatalf("kill while frozen: %d kills, freezer %v; want the kill, then a thaw", f.kills, fz.seen())
+	}
+	if _, err := e.suspend(); !errors.Is(err, sandbox.ErrCannotSuspend) {
+		t.Fatalf("suspend after the kill: %v, want ErrCannotSuspend", err)
+	}
+	if e.Supervise(context.Background()) != nil {
+		t.Fatal("Supervise")
+	}
+	e.Finish()
+
+	e, _ = begin(t, context.Background(), sandbox.Limits{WallSeconds: 60}, nil)
+	fz = &fakeFreezer{fail: true}
+	e.s.Freeze = fz.freeze
+	if _, err := e.suspend(); !errors.Is(err, sandbox.ErrCannotSuspend) || e.Clock().Paused() || !slices.Equal(fz.seen(), []bool{true, false}) {
+		t.Fatalf("failed freeze: %v, paused %v, freezer %v", err, e.Clock().Paused(), fz.seen())
+	}
+	e.kill()
+	e.Supervise(context.Background())
+	e.Finish()
 }

@@ -4,12 +4,16 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/wire"
 )
 
 // Request is a validated execution, ready for a backend.
 type Request struct {
+	// ID is the caller's id, or a ULID made here.
+	ID       string
 	Code     string
 	Network  bool
 	Bindings sandbox.Bindings
@@ -24,8 +28,13 @@ type Request struct {
 // Prepare validates req against a backend's merged defaults and frame cap.
 // Every error wraps sandbox.ErrInvalidRequest.
 func Prepare(req sandbox.Request, defaults sandbox.Limits, maxFrame int) (*Request, error) {
-	r := &Request{Code: req.Code, Network: req.Network, Bindings: req.Bindings, Limits: req.Limits.Merge(defaults)}
+	r := &Request{ID: req.ID, Code: req.Code, Network: req.Network, Bindings: req.Bindings, Limits: req.Limits.Merge(defaults)}
 	if err := r.Limits.Validate(); err != nil {
+		return nil, err
+	}
+	if r.ID == "" {
+		r.ID = ulid.Make().String()
+	} else if err := sandbox.CheckID(r.ID); err != nil {
 		return nil, err
 	}
 	if !utf8.ValidString(req.Code) {
