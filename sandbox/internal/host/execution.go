@@ -104,8 +104,9 @@ func Begin(ctx context.Context, s Setup) *Execution {
 	}
 	serveCtx, cancel := context.WithCancel(sandbox.WithRun(ctx, rc))
 	e.cancel = cancel
-	go func() { defer close(e.served); e.srv.Serve(serveCtx) }()
+	// The clock exists before the first call can suspend the run.
 	e.clock = NewWallClock(time.Duration(s.Request.Limits.WallSeconds * float64(time.Second)))
+	go func() { defer close(e.served); e.srv.Serve(serveCtx) }()
 	if s.Meter != nil {
 		// The first sample: the interpreter exists, whatever the run's
 		// length, and a kernel without pids.peak still shows it.
