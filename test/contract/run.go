@@ -86,9 +86,13 @@ func (b *suspendBindings) Call(ctx context.Context, _ string, _ json.RawMessage)
 	return json.RawMessage(`"approved"`), nil
 }
 
-// suspendCode runs a second thread that notes the longest gap between two
-// of its iterations, while the main thread waits on approve().
-const suspendCode = `
+// SuspendProgram runs a second thread that notes the longest gap between
+// two of its iterations while the main thread evaluates call (a binding
+// call that suspends the run). Its value is {"answer", "gap", "before",
+// "n"}: call's value, the gap in seconds, and the thread's count before
+// and after.
+func SuspendProgram(call string) string {
+	return `
 import threading, time
 st = {"gap": 0.0, "n": 0, "stop": False}
 def count():
@@ -103,12 +107,13 @@ t = threading.Thread(target=count)
 t.start()
 time.sleep(0.2)
 before = st["n"]
-answer = approve()
+answer = ` + call + `
 time.sleep(0.2)
 st["stop"] = True
 t.join()
 {"answer": answer, "gap": st["gap"], "before": before, "n": st["n"]}
 `
+}
 
 // suspend: a binding call that suspends its run for 3 s under a 2 s wall
 // limit and a 1 s CPU limit completes with no limit hit; meanwhile no other
@@ -119,7 +124,7 @@ func (s *suite) suspend(t *testing.T) {
 	sb := s.b.New(t, Options{})
 	wait := 3 * time.Second
 	b := &suspendBindings{wait: wait}
-	res := s.runWith(t, sb, suspendCode, sandbox.Limits{WallSeconds: 2 * s.b.TimeScale, CPUSeconds: 1}, b)
+	res := s.runWith(t, sb, SuspendProgram("approve()"), sandbox.Limits{WallSeconds: 2 * s.b.TimeScale, CPUSeconds: 1}, b)
 	if !sandbox.CanFreeze(sb) {
 		if !errors.Is(b.err, sandbox.ErrCannotSuspend) || res.Isolation == nil || res.Isolation.Freezable {
 			t.Fatalf("a backend that cannot freeze: Suspend %v, attestation %+v; want ErrCannotSuspend and freezable false", b.err, res.Isolation)

@@ -87,8 +87,17 @@ func TestImportRules(t *testing.T) {
 			under(path, "sandbox/container") && slices.ContainsFunc(p.Deps, func(d string) bool { return under(d, "sandbox/subprocess") }) {
 			t.Errorf("backend %s depends on the other backend", path)
 		}
+		// The tool path links neither a backend nor the SQLite store: a
+		// user who records nothing never links SQLite.
+		if path == module {
+			for _, d := range p.Deps {
+				if under(d, "sandbox/subprocess", "sandbox/container", "store") || strings.HasPrefix(d, "modernc.org/") {
+					t.Errorf("the root package depends on %s", d)
+				}
+			}
+		}
 		// The leaves import nothing of this module.
-		if under(path, "cgroups", "seccomp", "netns") {
+		if under(path, "cgroups", "seccomp", "netns", "egress") {
 			for _, d := range p.Deps {
 				if strings.HasPrefix(d, module) {
 					t.Errorf("leaf %s depends on %s", path, d)
@@ -102,6 +111,9 @@ func TestImportRules(t *testing.T) {
 	}
 	if sub := pkgs[module+"/sandbox/subprocess"]; !slices.Contains(sub.Deps, module+"/sandbox/internal/host") {
 		t.Fatalf("go list shows no dependency of sandbox/subprocess on the host core: %v", sub.Deps)
+	}
+	if root := pkgs[module]; !slices.Contains(root.Deps, module+"/sandbox") || !slices.Contains(pkgs[module+"/store/sqlite"].Deps, "modernc.org/sqlite") {
+		t.Fatalf("go list shows no dependency of the root package on sandbox, or of store/sqlite on modernc.org/sqlite")
 	}
 	if checked < 7 {
 		t.Fatalf("checked only %d sandbox packages", checked)

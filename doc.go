@@ -1,0 +1,22 @@
+// Package psych is the tool path of an agent runtime: the Registry of tools
+// a model may call, the Runtime that calls them through one path (schema
+// check, Policy, approval, egress, recording), and run_code, which runs a
+// model-written program in a sandbox whose host bindings are the same tools
+// reached the same way.
+//
+// Promises:
+//   - One path. A direct call (Via model) and a binding call (Via run_code)
+//     of a tool get the same schema check, the same Policy decision, the
+//     same Approver and the same record; only Via and the parent execution
+//     differ. The sandbox packages cannot import this one, so no binding
+//     has a back door.
+//   - No sandbox, no run_code. A Runtime without a Sandbox does not offer
+//     the tool.
+//   - Approval suspends. A binding waiting for the Approver freezes its run
+//     (sandbox.Suspend), so neither the program's CPU nor its wall budget
+//     is spent while a person decides.
+//   - Tools reach the network only through the egress seam in their
+//     context (EgressFrom); the default denies everything.
+//   - Failures are data: a bad argument, a denial and a handler's error come
+//     back as an Outcome, a program's failure as its Result.
+package psych

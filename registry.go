@@ -1,0 +1,168 @@
+package psych
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+// Registry holds the tools a Runtime offers. It is safe for concurrent use.
+type Registry struct {
+	mu    sync.RWMutex
+	tools map[string]*tool
+	order []string
+}
+
+// tool is a registered Spec with its compiled schema.
+type tool struct {
+	spec   Spec
+	schema *jsonschema.Schema
+}
+
+// NewRegistry returns an empty Registry.
+func NewRegistry() *Registry { return &Registry{tools: map[string]*tool{}} }
+
+// emptySchema is what nil Parameters mean.
+var emptySchema = json.RawMessage(`{"type":"object"}`)
+
+// Register adds spec. It checks the name first: a reserved name (run_code,
+// BindingError, __dunder__ names) is ErrReservedName, a taken one
+// ErrDuplicate, one that is no Python identifier or is a keyword ErrBadName
+// (the rule of sandbox.CheckName: a tool's name becomes a binding's
+// function name). Then the Spec: a Parameters that is not a JSON Schema
+// (draft 2020-12) object for an object, a bad Params list or a nil Handler
+// is ErrBadSchema. A schema cannot load anything ($ref to a URL or file is
+// refused).
+func (r *Registry) Register(spec Spec) error {
+	switch {
+	case sandbox.IsReservedName(spec.Name):
+		return fmt.Errorf("register %q: %w", spec.Name, ErrReservedName)
+	case !sandbox.IsIdentifier(spec.Name):
+		return fmt.Errorf("register %.64q: %w: a tool's name must be a Python identifier, not a keyword", spec.Name, ErrBadName)
+	}
+	r.mu.RLock()
+	_, dup := r.tools[spec.Name]
+	r.mu.RUnlock()
+	if dup {
+		return fmt.Errorf("register %q: %w", spec.Name, ErrDuplicate)
+	}
+	t, err := compile(spec)
+	if err != nil {
+		return fmt.Errorf("register %q: %w", spec.Name, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.tools[spec.Name]; dup {
+		return fmt.Errorf("register %q: %w", spec.Name, ErrDuplicate)
+	}
+	r.tools[spec.Name] = t
+	r.order = append(r.order, spec.Name)
+	return nil
+}
+
+// compile checks spec and compiles its schema.
+func compile(spec Spec) (*tool, error) {
+	if spec.Handler == nil {
+		return nil, fmt.Errorf("%w: no handler", ErrBadSchema)
+	}
+	raw := spec.Parameters
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = emptySchema
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("%w: parameters must be a JSON object (a schema)", ErrBadSchema)
+	}
+	if typ, ok := obj["type"]; ok && typ != "object" {
+		return nil, fmt.Errorf("%w: parameters must describe an object, not %v", ErrBadSchema, typ)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadSchema, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(jsonschema.SchemeURLLoader{}) // loads nothing
+	const url = "psych:///parameters.json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadSchema, err)
+	}
+	sch, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadSchema, err)
+	}
+	if spec.Params == nil {
+		props, _ := obj["properties"].(map[string]any)
+		for name := range props {
+			spec.Params = append(spec.Params, name)
+		}
+		sort.Strings(spec.Params)
+	}
+	seen := map[string]bool{}
+	for _, p := range spec.Params {
+		if !sandbox.IsIdentifier(p) || seen[p] {
+			return nil, fmt.Errorf("%w: parameter %q is no identifier, or repeats", ErrBadSchema, p)
+		}
+		seen[p] = true
+	}
+	spec.Parameters = slices.Clone(raw)
+	spec.Params = slices.Clone(spec.Params)
+	return &tool{spec: spec, schema: sch}, nil
+}
+
+// Lookup returns the registered Spec named name.
+func (r *Registry) Lookup(name string) (Spec, bool) {
+	t := r.lookup(name)
+	if t == nil {
+		return Spec{}, false
+	}
+	return t.spec, true
+}
+
+func (r *Registry) lookup(name string) *tool {
+	if r == nil {
+		return nil
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.tools[name]
+}
+
+// Specs lists the registered Specs in the order they were registered.
+func (r *Registry) Specs() []Spec {
+	if r == nil {
+		return nil
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Spec, 0, len(r.order))
+	for _, name := range r.order {
+		out = append(out, r.tools[name].spec)
+	}
+	return out
+}
+
+// validate checks args against the tool's schema; the error says why, for
+// the caller (a model, a program) to read.
+func (t *tool) validate(args json.RawMessage) error {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	if err != nil {
+		return errors.New("arguments are not JSON")
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return errors.New("arguments must be a JSON object")
+	}
+	if err := t.schema.Validate(v); err != nil {
+		return fmt.Errorf("arguments do not match the schema: %s", strings.TrimSpace(err.Error()))
+	}
+	return nil
+}

@@ -1,0 +1,190 @@
+package psych
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sync"
+
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+// Replay is what Runtime.Replay found.
+type Replay struct {
+	// ID is the recorded execution's id.
+	ID string `json:"id"`
+	// Reproduced is true when the new run made the same calls with the same
+	// arguments, in order, and ended with the same value or failure.
+	Reproduced bool `json:"reproduced"`
+	// Divergence is the first difference; nil when Reproduced.
+	Divergence *Divergence `json:"divergence"`
+	// Result is the new run's.
+	Result *sandbox.Result `json:"result"`
+	// Notes say where the new run's setting differs from the recorded one
+	// (backend, interpreter, image, environment names): a divergence may
+	// come from there.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Divergence is where a replay first differed. Seq is the recorded call's
+// place in the store (0 where the recording had no such call, or for the
+// result); Index is the call's place in the run, from 1 (0 for the result).
+type Divergence struct {
+	Seq   int64           `json:"seq"`
+	Index int             `json:"index"`
+	Want  json.RawMessage `json:"want"`
+	Got   json.RawMessage `json:"got"`
+}
+
+// replayedCall is how a divergence shows a call.
+type replayedCall struct {
+	Tool string          `json:"tool"`
+	Args json.RawMessage `json:"args"`
+}
+
+// Replay runs a recorded execution's program again in a fresh sandbox,
+// answering each binding call from the ledger in recorded order instead of
+// calling the tool (no handler runs, no Policy is asked, nothing is
+// recorded), and reports where the new run diverges: a different call or
+// arguments, a call too many or too few, or a different value or failure.
+// After a divergence, every further call raises BindingError.
+func (r *Runtime) Replay(ctx context.Context, id string) (*Replay, error) {
+	switch {
+	case r.cfg.Store == nil:
+		return nil, fmt.Errorf("replay %s: %w", id, ErrNoStore)
+	case r.cfg.Sandbox == nil:
+		return nil, fmt.Errorf("replay %s: %w", id, ErrNoSandbox)
+	}
+	rec, err := r.cfg.Store.Execution(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("replay %s: %w", id, err)
+	}
+	calls, err := r.cfg.Store.Calls(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("replay %s: %w", id, err)
+	}
+	p := &player{decls: rec.Bindings, calls: calls}
+	res, err := r.cfg.Sandbox.Run(ctx, sandbox.Request{Code: rec.Code, Limits: rec.Limits, Network: rec.Network, Bindings: p})
+	if err != nil {
+		return nil, fmt.Errorf("replay %s: %w", id, err)
+	}
+	rep := &Replay{ID: id, Result: res, Notes: notes(rec, res)}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.div != nil:
+	case p.next < len(calls):
+		c := calls[p.next]
+		p.div = &Divergence{Seq: c.Seq, Index: p.next + 1, Want: show(replayedCall{c.Tool, c.Args}), Got: json.RawMessage("null")}
+	case rec.Result != nil && !sameEnd(rec.Result, res):
+		p.div = &Divergence{Want: show(end(rec.Result)), Got: show(end(res))}
+	}
+	rep.Divergence, rep.Reproduced = p.div, p.div == nil && rec.Result != nil
+	if rec.Result == nil && p.div == nil {
+		rep.Notes = append(rep.Notes, "the recorded execution is incomplete: its calls were reproduced, its end cannot be compared")
+	}
+	return rep, nil
+}
+
+// player answers a replay's binding calls from the recorded ones.
+type player struct {
+	decls []sandbox.Binding
+	mu    sync.Mutex
+	calls []CallRecord
+	next  int
+	div   *Divergence
+}
+
+func (p *player) List() []sandbox.Binding { return p.decls }
+
+func (p *player) Call(_ context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.div != nil {
+		return nil, fmt.Errorf("replay diverged at call %d", p.div.Index)
+	}
+	index := p.next + 1
+	got := show(replayedCall{name, args})
+	if p.next >= len(p.calls) {
+		p.div = &Divergence{Index: index, Want: json.RawMessage("null"), Got: got}
+		return nil, fmt.Errorf("replay diverged at call %d: the recording has no such call", index)
+	}
+	c := p.calls[p.next]
+	if c.Tool != name || !sameJSON(c.Args, args) {
+		p.div = &Divergence{Seq: c.Seq, Index: index, Want: show(replayedCall{c.Tool, c.Args}), Got: got}
+		return nil, fmt.Errorf("replay diverged at call %d", index)
+	}
+	p.next++
+	if c.Outcome != OutcomeOK {
+		return nil, fmt.Errorf("%s", c.Error)
+	}
+	if len(c.Value) == 0 {
+		return json.RawMessage("null"), nil
+	}
+	return c.Value, nil
+}
+
+// runEnd is what a replay compares of a run's end.
+type runEnd struct {
+	Value   json.RawMessage `json:"value"`
+	Failure *endFailure     `json:"failure"`
+}
+
+type endFailure struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+func end(res *sandbox.Result) runEnd {
+	e := runEnd{Value: res.Value}
+	if f := res.Failure; f != nil {
+		e.Failure = &endFailure{f.Type, f.Message}
+	}
+	return e
+}
+
+func sameEnd(a, b *sandbox.Result) bool {
+	ea, eb := end(a), end(b)
+	return sameJSON(ea.Value, eb.Value) && reflect.DeepEqual(ea.Failure, eb.Failure)
+}
+
+// sameJSON compares two JSON texts by value (key order and spacing aside).
+func sameJSON(a, b json.RawMessage) bool {
+	if len(bytes.TrimSpace(a)) == 0 {
+		a = json.RawMessage("null")
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		b = json.RawMessage("null")
+	}
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return bytes.Equal(a, b)
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+func show(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// notes compare the recorded setting with the new run's attestation.
+func notes(rec *Execution, res *sandbox.Result) []string {
+	now := &Execution{}
+	now.Attest(res)
+	var out []string
+	for _, f := range []struct{ name, was, is string }{
+		{"backend", rec.Backend, now.Backend}, {"engine", rec.Engine, now.Engine},
+		{"interpreter", rec.Interpreter, now.Interpreter}, {"image", rec.Image, now.Image},
+	} {
+		if rec.Result != nil && f.was != f.is {
+			out = append(out, fmt.Sprintf("%s was %q, is %q", f.name, f.was, f.is))
+		}
+	}
+	if rec.Result != nil && !reflect.DeepEqual(rec.EnvKeys, now.EnvKeys) {
+		out = append(out, fmt.Sprintf("environment names were %v, are %v", rec.EnvKeys, now.EnvKeys))
+	}
+	return out
+}

@@ -1,0 +1,271 @@
+package psych
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/psych-runtime/psych/egress"
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+// Config configures a Runtime. Every field is optional.
+type Config struct {
+	// Store records every execution and call; nil records nothing.
+	Store Store
+	// Model drives Turn; nil makes Turn return ErrNoModel.
+	Model Model
+	// Registry holds the tools; nil offers none but run_code.
+	Registry *Registry
+	// Sandbox runs run_code's programs; nil offers no run_code.
+	Sandbox sandbox.Sandbox
+	// Policy decides every call; nil is DefaultPolicy.
+	Policy Policy
+	// Approver answers the calls the Policy asks about; nil denies them.
+	Approver Approver
+	// Egress is the only way a tool's handler reaches the network
+	// (EgressFrom); nil denies every request.
+	Egress egress.Client
+	// ApprovalTimeout bounds an Approver's wait, after which the call is
+	// denied ("timed out"); zero is DefaultApprovalTimeout.
+	ApprovalTimeout time.Duration
+	// RequireFreeze refuses a Sandbox that cannot freeze a run while a
+	// person decides (ErrCannotFreeze at New).
+	RequireFreeze bool
+	// Limits are run_code's limits; zero fields take the Sandbox's.
+	Limits sandbox.Limits
+	// MaxSteps caps Turn's model steps; zero is DefaultMaxSteps.
+	MaxSteps int
+}
+
+// DefaultMaxSteps is Turn's step cap when Config sets none.
+const DefaultMaxSteps = 16
+
+// Runtime is the tool path. It is safe for concurrent use.
+type Runtime struct {
+	cfg  Config
+	reg  *Registry
+	code *tool // run_code, nil without a Sandbox
+}
+
+// New returns a Runtime over cfg.
+func New(cfg Config) (*Runtime, error) {
+	if cfg.Sandbox != nil && cfg.RequireFreeze && !sandbox.CanFreeze(cfg.Sandbox) {
+		return nil, fmt.Errorf("new runtime: %w", ErrCannotFreeze)
+	}
+	if cfg.ApprovalTimeout < 0 || cfg.MaxSteps < 0 {
+		return nil, fmt.Errorf("new runtime: %w: a negative ApprovalTimeout or MaxSteps", ErrInvalidConfig)
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = DefaultPolicy
+	}
+	if cfg.Egress == nil {
+		cfg.Egress = egress.DenyAll()
+	}
+	if cfg.ApprovalTimeout == 0 {
+		cfg.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	if cfg.MaxSteps == 0 {
+		cfg.MaxSteps = DefaultMaxSteps
+	}
+	r := &Runtime{cfg: cfg, reg: cfg.Registry}
+	if r.reg == nil {
+		r.reg = NewRegistry()
+	}
+	if cfg.Sandbox != nil {
+		t, err := compile(r.runCodeSpec())
+		if err != nil {
+			return nil, fmt.Errorf("new runtime: %w", err)
+		}
+		r.code = t
+	}
+	return r, nil
+}
+
+// Tools lists what the model is offered: the registered tools, then
+// run_code when a Sandbox is configured. run_code's description is built
+// when Tools is called, so it lists the tools registered by then.
+func (r *Runtime) Tools() []Spec {
+	specs := r.reg.Specs()
+	if r.code != nil {
+		specs = append(specs, r.runCodeSpec())
+	}
+	return specs
+}
+
+func (r *Runtime) lookup(name string) *tool {
+	if name == RunCode && r.code != nil {
+		t := *r.code
+		t.spec = r.runCodeSpec()
+		return &t
+	}
+	return r.reg.lookup(name)
+}
+
+type egressKey struct{}
+
+// EgressFrom is the egress seam a handler's ctx carries: the Runtime's
+// Config.Egress, or one that denies everything outside a Runtime.
+func EgressFrom(ctx context.Context) egress.Client {
+	if c, ok := ctx.Value(egressKey{}).(egress.Client); ok {
+		return c
+	}
+	return egress.DenyAll()
+}
+
+// Call runs one call through the one tool path, for a direct call and a
+// binding call alike: the arguments are checked against the tool's schema,
+// the Policy decides, the Approver answers an ask (a binding call's run is
+// frozen meanwhile), the handler runs with the egress seam in its ctx, and
+// the call is recorded whatever the outcome. A bad argument, a denial and
+// a handler's error are the Outcome's, never a Go error; the error is
+// non-nil only when ctx ended (before the handler ran, or failing it), or
+// the Store failed.
+func (r *Runtime) Call(ctx context.Context, c Call) (*Outcome, error) {
+	if c.ID == "" {
+		c.ID = ulid.Make().String()
+	}
+	if c.Via == "" {
+		c.Via = ViaModel
+	}
+	if len(c.Args) == 0 {
+		c.Args = json.RawMessage("{}")
+	}
+	rec := &CallRecord{
+		ID: c.ID, Parent: c.Execution, Tool: c.Tool, Args: c.Args, Via: c.Via,
+		Started: time.Now(), BytesIn: len(c.Args),
+	}
+	out, ctxErr := r.call(ctx, c, rec)
+	out.CallID = c.ID
+	rec.Duration = time.Since(rec.Started)
+	rec.Outcome, rec.Value, rec.Error = out.Kind, out.Value, out.Error
+	rec.BytesOut = len(out.Value) + len(out.Error)
+	if r.cfg.Store != nil {
+		if err := r.cfg.Store.RecordCall(context.WithoutCancel(ctx), rec); err != nil {
+			return out, fmt.Errorf("record call %s: %w", c.ID, err)
+		}
+	}
+	return out, ctxErr
+}
+
+func (r *Runtime) call(ctx context.Context, c Call, rec *CallRecord) (*Outcome, error) {
+	t := r.lookup(c.Tool)
+	if t == nil {
+		return &Outcome{Kind: OutcomeInvalid, Error: fmt.Sprintf("no tool named %.64q", c.Tool)}, nil
+	}
+	if err := t.validate(c.Args); err != nil {
+		return &Outcome{Kind: OutcomeInvalid, Error: c.Tool + ": " + err.Error()}, nil
+	}
+	d := r.cfg.Policy.Decide(ctx, t.spec, c)
+	rec.Decision, rec.Reason = d.Verdict, d.Reason
+	out := &Outcome{Decision: d}
+	switch d.Verdict {
+	case Allow:
+	case Ask:
+		if reason, ok := r.approve(ctx, t.spec, c, d, rec); !ok {
+			out.Kind, out.Error = OutcomeDenied, "denied by policy: "+reason
+			return out, ctx.Err()
+		}
+	default: // Deny, and any verdict a Policy made up
+		out.Kind, out.Error = OutcomeDenied, "denied by policy: "+orDefault(d.Reason, "no reason given")
+		return out, nil
+	}
+	if err := ctx.Err(); err != nil {
+		out.Kind, out.Error = OutcomeDenied, "cancelled"
+		return out, err
+	}
+	v, err := r.handle(context.WithValue(ctx, egressKey{}, r.cfg.Egress), t.spec, c)
+	if err != nil {
+		out.Kind, out.Error = OutcomeError, err.Error()
+		return out, ctx.Err() // the handler's error may be ctx's
+	}
+	out.Kind, out.Value = OutcomeOK, v
+	return out, nil
+}
+
+// approve asks the Approver, freezing the run a binding call came from for
+// as long as it waits. It returns the reason for a denial.
+func (r *Runtime) approve(ctx context.Context, spec Spec, c Call, d Decision, rec *CallRecord) (string, bool) {
+	if r.cfg.Approver == nil {
+		return "no approver is configured", false
+	}
+	if c.Via == ViaRunCode {
+		resume, err := sandbox.Suspend(ctx)
+		if err != nil {
+			return "cannot suspend the run while a person decides", false
+		}
+		defer resume()
+	}
+	actx, cancel := context.WithTimeout(ctx, r.cfg.ApprovalTimeout)
+	defer cancel()
+	start := time.Now()
+	type answer struct {
+		a   Approval
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		a, err := r.cfg.Approver.Approve(actx, ApprovalRequest{Spec: spec, Call: c, Decision: d})
+		ch <- answer{a, err}
+	}()
+	var ans answer
+	select {
+	case ans = <-ch:
+	case <-actx.Done():
+		// An Approver that ignores its ctx does not hold the call.
+		ans.err = actx.Err()
+	}
+	rec.DecisionTime = time.Since(start)
+	rec.Approver = ans.a.By
+	switch {
+	case ctx.Err() != nil:
+		return "cancelled while waiting for approval", false
+	case errors.Is(ans.err, context.DeadlineExceeded):
+		return fmt.Sprintf("approval timed out after %v", r.cfg.ApprovalTimeout), false
+	case ans.err != nil:
+		return "the approver failed: " + ans.err.Error(), false
+	}
+	approved := ans.a.Approved
+	rec.Approved = &approved
+	if !approved {
+		return orDefault(ans.a.Reason, "the approver said no"), false
+	}
+	return "", true
+}
+
+// handle runs the handler; a panic in it is the tool's error, not the
+// host's crash.
+func (r *Runtime) handle(ctx context.Context, spec Spec, c Call) (v json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%s: the tool panicked: %v", spec.Name, p)
+		}
+	}()
+	val, err := spec.Handler(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if raw, ok := val.(json.RawMessage); ok {
+		if !json.Valid(raw) {
+			return nil, fmt.Errorf("%s: the tool returned invalid JSON", spec.Name)
+		}
+		return raw, nil
+	}
+	b, err := json.Marshal(val)
+	if err != nil {
+		return nil, fmt.Errorf("%s: encode the tool's value: %w", spec.Name, err)
+	}
+	return b, nil
+}
+
+func orDefault(s, def string) string {
+	if strings.TrimSpace(s) == "" {
+		return def
+	}
+	return s
+}

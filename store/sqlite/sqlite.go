@@ -1,0 +1,777 @@
+package sqlite
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/psych-runtime/psych"
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+// Sentinel errors. Other errors wrap them with %w; test with errors.Is.
+var (
+	// ErrNotStore: the file is not a SQLite database, or holds tables that
+	// are not a psych store's.
+	ErrNotStore = errors.New("not a psych store")
+	// ErrVersion: the store's schema version is newer than this psych's,
+	// or unknown.
+	ErrVersion = errors.New("unsupported store version")
+	// ErrClosed: the Store was closed (psych.ErrClosed).
+	ErrClosed = psych.ErrClosed
+)
+
+const (
+	schemaVersion = 1
+	applicationID = 0x70737963 // "psyc"
+	commitDelay   = 5 * time.Millisecond
+	maxQueue      = 4096 // RecordCall waits for the writer beyond this
+	pragmas       = "?_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_pragma=trusted_schema(0)"
+)
+
+// schema is compared, as sqlite_schema holds it, with an existing file's.
+var schema = []string{
+	`CREATE TABLE executions (
+	n INTEGER PRIMARY KEY,
+	id TEXT NOT NULL UNIQUE,
+	call_id TEXT NOT NULL,
+	started INTEGER,
+	code TEXT NOT NULL,
+	limits TEXT NOT NULL,
+	network INTEGER NOT NULL,
+	bindings TEXT NOT NULL,
+	backend TEXT NOT NULL,
+	engine TEXT NOT NULL,
+	interpreter TEXT NOT NULL,
+	image TEXT NOT NULL,
+	env_keys TEXT NOT NULL,
+	result TEXT,
+	duration_ns INTEGER,
+	failure TEXT,
+	limit_hit TEXT,
+	finished INTEGER
+) STRICT`,
+	`CREATE TABLE calls (
+	seq INTEGER PRIMARY KEY,
+	id TEXT NOT NULL,
+	parent TEXT NOT NULL,
+	tool TEXT NOT NULL,
+	args BLOB,
+	via TEXT NOT NULL,
+	decision TEXT NOT NULL,
+	reason TEXT NOT NULL,
+	approver TEXT NOT NULL,
+	approved INTEGER,
+	decision_ns INTEGER NOT NULL,
+	started INTEGER,
+	duration_ns INTEGER NOT NULL,
+	outcome TEXT NOT NULL,
+	value BLOB,
+	error TEXT NOT NULL,
+	bytes_in INTEGER NOT NULL,
+	bytes_out INTEGER NOT NULL
+) STRICT`,
+	`CREATE INDEX calls_by_parent ON calls (parent, seq)`,
+}
+
+const (
+	execCols = `id, call_id, started, code, limits, network, bindings, backend, engine, interpreter, image, env_keys, result, duration_ns, finished`
+	callCols = `seq, id, parent, tool, args, via, decision, reason, approver, approved, decision_ns, started, duration_ns, outcome, value, error, bytes_in, bytes_out`
+
+	insertExec = `INSERT INTO executions (` + execCols + `, failure, limit_hit)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
+	insertCall     = `INSERT INTO calls (` + callCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	selectAttested = `SELECT backend, engine, interpreter, image, env_keys FROM executions WHERE id = ?`
+	updateFinish   = `UPDATE executions SET backend = ?, engine = ?, interpreter = ?, image = ?, env_keys = ?,
+result = ?, duration_ns = ?, failure = ?, limit_hit = ?, finished = ? WHERE id = ?`
+)
+
+// Store is a psych.Store in one SQLite file. It is safe for concurrent use.
+type Store struct {
+	db   *sql.DB
+	conn *sql.Conn // the writer's own
+	stmt struct{ exec, call, attested, finish *sql.Stmt }
+
+	mu       sync.Mutex
+	queue    []op
+	first    time.Time // when the oldest queued op was queued
+	urgent   bool      // someone waits: commit without delay
+	closing  bool
+	failed   error // a commit failed; sticky
+	seq      int64 // the last Seq handed out
+	queued   int64 // ops queued, ever
+	done     int64 // ops the writer is finished with
+	progress chan struct{}
+	kick     chan struct{} // wakes the writer; capacity 1
+	stopped  chan struct{} // closed when the writer returns
+	readers  sync.WaitGroup
+}
+
+var _ psych.Store = (*Store)(nil)
+
+type opKind int
+
+const (
+	opCall opKind = iota
+	opBegin
+	opFinish
+)
+
+// op is one queued write; its args are the statement's, already copied.
+type op struct {
+	kind opKind
+	id   string
+	args []any
+	res  *sandbox.Result // opFinish: a private copy, for Attest
+	err  error           // ErrDuplicateID or ErrNotFound, set by the writer
+	wait chan error      // nil for calls
+}
+
+// Open opens the store at path, creating it if absent. It refuses a file
+// that is not a psych store (ErrNotStore) and a schema it does not know
+// (ErrVersion), and leaves such a file as it was.
+func Open(path string) (_ *Store, retErr error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	// A file: URI, escaped, so no character of the path reads as a query.
+	uri := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.ToSlash(abs))
+	if !strings.HasPrefix(uri, "/") {
+		uri = "/" + uri // C:/x
+	}
+	db, err := sql.Open("sqlite", "file:"+uri+pragmas)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(8) // the writer's and seven readers'
+	s := &Store{db: db, progress: make(chan struct{}), kick: make(chan struct{}, 1), stopped: make(chan struct{})}
+	defer func() {
+		if retErr != nil {
+			s.closeDB()
+			if e := (*msqlite.Error)(nil); errors.As(retErr, &e) && e.Code()&0xff == sqlite3.SQLITE_NOTADB {
+				retErr = fmt.Errorf("%w: %w", ErrNotStore, retErr)
+			}
+			retErr = fmt.Errorf("open store %s: %w", path, retErr)
+		}
+	}()
+	ctx := context.Background()
+	if s.conn, err = db.Conn(ctx); err != nil {
+		return nil, err
+	}
+	if err := migrate(ctx, s.conn); err != nil {
+		return nil, err
+	}
+	var mode string
+	if err := s.conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+		return nil, fmt.Errorf("set WAL mode: %w", err)
+	} else if mode != "wal" {
+		return nil, fmt.Errorf("set WAL mode: journal mode stays %q", mode)
+	}
+	if err := s.conn.QueryRowContext(ctx, "SELECT COALESCE(MAX(seq), 0) FROM calls").Scan(&s.seq); err != nil {
+		return nil, fmt.Errorf("read last seq: %w", err)
+	}
+	for q, p := range map[string]**sql.Stmt{insertExec: &s.stmt.exec, insertCall: &s.stmt.call, selectAttested: &s.stmt.attested, updateFinish: &s.stmt.finish} {
+		if *p, err = s.conn.PrepareContext(ctx, q); err != nil {
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
+	}
+	go s.run()
+	return s, nil
+}
+
+// migrate creates the schema in an empty file, or checks an existing one,
+// in one transaction that writes nothing unless the file was empty.
+func migrate(ctx context.Context, c *sql.Conn) (retErr error) {
+	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	defer func() {
+		end := "COMMIT"
+		if retErr != nil {
+			end = "ROLLBACK"
+		}
+		if _, err := c.ExecContext(ctx, end); err != nil && retErr == nil {
+			retErr = err
+		}
+	}()
+	var app, version int64
+	if err := c.QueryRowContext(ctx, "PRAGMA application_id").Scan(&app); err != nil {
+		return err
+	}
+	if err := c.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return err
+	}
+	rows, err := c.QueryContext(ctx, `SELECT COALESCE(sql, '') FROM sqlite_schema WHERE name NOT LIKE 'sqlite\_autoindex\_%' ESCAPE '\' ORDER BY 1`)
+	if err != nil {
+		return err
+	}
+	var have []string
+	for rows.Next() {
+		var q string
+		if err := rows.Scan(&q); err != nil {
+			rows.Close()
+			return err
+		}
+		have = append(have, q)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	switch {
+	case app == 0 && version == 0 && len(have) == 0:
+		for _, q := range schema {
+			if _, err := c.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("create schema: %w", err)
+			}
+		}
+		for _, q := range []string{fmt.Sprintf("PRAGMA application_id = %d", applicationID), fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)} {
+			if _, err := c.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("create schema: %w", err)
+			}
+		}
+	case app != applicationID:
+		return fmt.Errorf("%w: application id %#x, %d schema objects", ErrNotStore, app, len(have))
+	case version > schemaVersion:
+		return fmt.Errorf("%w: version %d is newer than this psych's %d", ErrVersion, version, schemaVersion)
+	case version != schemaVersion:
+		return fmt.Errorf("%w: version %d", ErrVersion, version)
+	case !slices.Equal(have, slices.Sorted(slices.Values(schema))):
+		return fmt.Errorf("%w: the schema was altered", ErrNotStore)
+	}
+	return nil
+}
+
+// BeginExecution records rec as given, Result and Finished included. It
+// returns once committed.
+func (s *Store) BeginExecution(ctx context.Context, rec *psych.Execution) error {
+	if rec == nil || rec.ID == "" {
+		return errors.New("begin execution: no id")
+	}
+	args, err := execArgs(rec)
+	if err == nil {
+		err = s.await(ctx, op{kind: opBegin, id: rec.ID, args: args})
+	}
+	if err != nil {
+		return fmt.Errorf("begin execution %q: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// FinishExecution attests the execution with res (Execution.Attest) and
+// sets Finished to now, replacing an earlier result. It returns once
+// committed.
+func (s *Store) FinishExecution(ctx context.Context, id string, res *sandbox.Result) error {
+	if res == nil {
+		return fmt.Errorf("finish execution %q: nil result", id)
+	}
+	args, c, err := resultArgs(res)
+	if err == nil {
+		finished, _ := nanos(time.Now())
+		err = s.await(ctx, op{kind: opFinish, id: id, args: append(args, finished), res: c})
+	}
+	if err != nil {
+		return fmt.Errorf("finish execution %q: %w", id, err)
+	}
+	return nil
+}
+
+// RecordCall sets rec.Seq and queues a copy of rec; the writer commits it
+// within 5 ms. It waits only while the queue is full.
+func (s *Store) RecordCall(ctx context.Context, rec *psych.CallRecord) error {
+	if rec == nil {
+		return errors.New("record call: nil record")
+	}
+	args, err := callArgs(rec)
+	if err != nil {
+		return fmt.Errorf("record call %q: %w", rec.ID, err)
+	}
+	s.mu.Lock()
+	for len(s.queue) >= maxQueue && s.usable() == nil {
+		s.urgent = true
+		s.wake()
+		ch := s.progress
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("record call %q: %w", rec.ID, ctx.Err())
+		}
+		s.mu.Lock()
+	}
+	defer s.mu.Unlock()
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("record call %q: %w", rec.ID, err)
+	}
+	s.seq++
+	rec.Seq, args[0] = s.seq, s.seq
+	s.enqueue(op{kind: opCall, args: args})
+	return nil
+}
+
+// Execution returns the execution id (ErrNotFound if none).
+func (s *Store) Execution(ctx context.Context, id string) (*psych.Execution, error) {
+	done, err := s.read(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read execution %q: %w", id, err)
+	}
+	defer done()
+	e, err := scanExecution(s.db.QueryRowContext(ctx, `SELECT `+execCols+` FROM executions WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = psych.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read execution %q: %w", id, err)
+	}
+	return &e, nil
+}
+
+// Executions lists every execution in the order they began.
+func (s *Store) Executions(ctx context.Context) ([]psych.Execution, error) {
+	es, err := list(ctx, s, scanExecution, `SELECT `+execCols+` FROM executions ORDER BY n`)
+	if err != nil {
+		return nil, fmt.Errorf("list executions: %w", err)
+	}
+	return es, nil
+}
+
+// Calls lists the calls whose parent is execution, in Seq order.
+func (s *Store) Calls(ctx context.Context, execution string) ([]psych.CallRecord, error) {
+	cs, err := list(ctx, s, scanCall, `SELECT `+callCols+` FROM calls WHERE parent = ? ORDER BY seq`, execution)
+	if err != nil {
+		return nil, fmt.Errorf("list calls of %q: %w", execution, err)
+	}
+	return cs, nil
+}
+
+// Close commits what is queued, stops the writer and closes the file. It
+// returns the error that failed the store, if one did. Closing twice is
+// not an error.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		<-s.stopped
+		return nil
+	}
+	s.closing = true
+	s.wake()
+	s.mu.Unlock()
+	<-s.stopped
+	s.readers.Wait()
+	if err := errors.Join(s.failed, s.closeDB()); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) closeDB() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{s.stmt.exec, s.stmt.call, s.stmt.attested, s.stmt.finish} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	if s.conn != nil {
+		errs = append(errs, s.conn.Close())
+	}
+	return errors.Join(append(errs, s.db.Close())...)
+}
+
+// usable says why nothing more may be queued; s.mu is held.
+func (s *Store) usable() error {
+	if s.closing {
+		return ErrClosed
+	}
+	return s.failed
+}
+
+// enqueue queues o; s.mu is held and usable has passed.
+func (s *Store) enqueue(o op) {
+	if len(s.queue) == 0 {
+		s.first = time.Now()
+	}
+	s.queue = append(s.queue, o)
+	s.queued++
+	if o.wait != nil {
+		s.urgent = true
+	}
+	if len(s.queue) == 1 || s.urgent {
+		s.wake()
+	}
+}
+
+func (s *Store) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// await queues o and waits until it is committed.
+func (s *Store) await(ctx context.Context, o op) error {
+	o.wait = make(chan error, 1)
+	s.mu.Lock()
+	if err := s.usable(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.enqueue(o)
+	s.mu.Unlock()
+	select {
+	case err := <-o.wait:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// read waits until everything queued so far is committed; the caller
+// calls done when its query is over, which Close waits for.
+func (s *Store) read(ctx context.Context) (done func(), err error) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	s.readers.Add(1)
+	for target := s.queued; s.done < target; {
+		s.urgent = true
+		s.wake()
+		ch := s.progress
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			s.readers.Done()
+			return nil, ctx.Err()
+		}
+		s.mu.Lock()
+	}
+	err = s.failed
+	s.mu.Unlock()
+	if err != nil {
+		s.readers.Done()
+		return nil, err
+	}
+	return s.readers.Done, nil
+}
+
+// run is the writer: it commits what is queued once the oldest op has
+// waited commitDelay, or at once when someone waits, until Close.
+func (s *Store) run() {
+	defer close(s.stopped)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-s.kick:
+		case <-timer.C:
+		}
+		s.mu.Lock()
+		if len(s.queue) == 0 {
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return
+			}
+			continue
+		}
+		if wait := commitDelay - time.Since(s.first); wait > 0 && !s.urgent && !s.closing {
+			s.mu.Unlock()
+			timer.Reset(wait)
+			continue
+		}
+		batch, failed := s.queue, s.failed
+		s.queue, s.urgent = nil, false
+		s.mu.Unlock()
+
+		err := failed
+		if err == nil {
+			err = s.commit(batch)
+		}
+		s.mu.Lock()
+		if err != nil && s.failed == nil {
+			s.failed = fmt.Errorf("store failed: %w", err)
+		}
+		s.done += int64(len(batch))
+		close(s.progress)
+		s.progress = make(chan struct{})
+		s.mu.Unlock()
+		for _, o := range batch {
+			if o.wait != nil {
+				o.wait <- cmp.Or(err, o.err)
+			}
+		}
+		s.wake() // what was queued meanwhile
+	}
+}
+
+// commit writes batch in one transaction.
+func (s *Store) commit(batch []op) (retErr error) {
+	ctx := context.Background()
+	if _, err := s.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if retErr != nil {
+			s.conn.ExecContext(ctx, "ROLLBACK")
+		}
+	}()
+	for i := range batch {
+		if err := s.apply(ctx, &batch[i]); err != nil {
+			return err
+		}
+	}
+	if _, err := s.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) apply(ctx context.Context, o *op) error {
+	switch o.kind {
+	case opCall:
+		if _, err := s.stmt.call.ExecContext(ctx, o.args...); err != nil {
+			return fmt.Errorf("insert call %d: %w", o.args[0], err)
+		}
+	case opBegin:
+		r, err := s.stmt.exec.ExecContext(ctx, o.args...)
+		if err != nil {
+			return fmt.Errorf("insert execution %q: %w", o.id, err)
+		}
+		if n, err := r.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			o.err = psych.ErrDuplicateID
+		}
+	case opFinish:
+		var e psych.Execution
+		var env string
+		err := s.stmt.attested.QueryRowContext(ctx, o.id).Scan(&e.Backend, &e.Engine, &e.Interpreter, &e.Image, &env)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			o.err = psych.ErrNotFound
+			return nil
+		case err != nil:
+			return fmt.Errorf("read execution %q: %w", o.id, err)
+		}
+		if err := json.Unmarshal([]byte(env), &e.EnvKeys); err != nil {
+			o.err = fmt.Errorf("decode env keys: %w", err) // this row's fault, not the batch's
+			return nil
+		}
+		e.Attest(o.res)
+		env = string(mustJSON(e.EnvKeys))
+		args := append([]any{e.Backend, e.Engine, e.Interpreter, e.Image, env}, o.args...)
+		if _, err := s.stmt.finish.ExecContext(ctx, append(args, o.id)...); err != nil {
+			return fmt.Errorf("update execution %q: %w", o.id, err)
+		}
+	}
+	return nil
+}
+
+// list runs a query after read, scanning every row.
+func list[T any](ctx context.Context, s *Store, scan func(scanner) (T, error), q string, args ...any) ([]T, error) {
+	done, err := s.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func execArgs(e *psych.Execution) ([]any, error) {
+	started, err := nanos(e.Started)
+	if err != nil {
+		return nil, err
+	}
+	finished, err := nanos(e.Finished)
+	if err != nil {
+		return nil, err
+	}
+	limits, err := json.Marshal(e.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("encode limits: %w", err)
+	}
+	bindings, err := json.Marshal(e.Bindings)
+	if err != nil {
+		return nil, fmt.Errorf("encode bindings: %w", err)
+	}
+	res := []any{nil, nil, nil, nil}
+	if e.Result != nil {
+		if res, _, err = resultArgs(e.Result); err != nil {
+			return nil, err
+		}
+	}
+	// In execCols order, then failure and limit_hit.
+	return []any{e.ID, e.CallID, started, e.Code, string(limits), boolInt(e.Network), string(bindings),
+		e.Backend, e.Engine, e.Interpreter, e.Image, string(mustJSON(e.EnvKeys)),
+		res[0], res[1], finished, res[2], res[3]}, nil
+}
+
+// resultArgs encodes r as its JSON, duration, failure type and limit hit,
+// and decodes a private copy of it.
+func resultArgs(r *sandbox.Result) ([]any, *sandbox.Result, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode result: %w", err)
+	}
+	c, err := decodeResult(b, int64(r.Duration))
+	if err != nil {
+		return nil, nil, err
+	}
+	var failure, limit any
+	if r.Failure != nil {
+		failure = r.Failure.Type
+	}
+	if r.LimitHit != "" {
+		limit = string(r.LimitHit)
+	}
+	return []any{string(b), int64(r.Duration), failure, limit}, c, nil
+}
+
+// decodeResult reads a Result's JSON with its exact duration; a null
+// Value comes back nil.
+func decodeResult(b []byte, duration int64) (*sandbox.Result, error) {
+	var r sandbox.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("decode result: %w", err)
+	}
+	r.Duration = time.Duration(duration)
+	if string(r.Value) == "null" {
+		r.Value = nil
+	}
+	return &r, nil
+}
+
+func scanExecution(row scanner) (psych.Execution, error) {
+	var (
+		e                           psych.Execution
+		started, duration, finished sql.NullInt64
+		limits, bindings, envKeys   string
+		result                      sql.NullString
+	)
+	err := row.Scan(&e.ID, &e.CallID, &started, &e.Code, &limits, &e.Network, &bindings,
+		&e.Backend, &e.Engine, &e.Interpreter, &e.Image, &envKeys, &result, &duration, &finished)
+	if err != nil {
+		return e, err
+	}
+	e.Started, e.Finished = fromNanos(started), fromNanos(finished)
+	for _, f := range []struct {
+		name string
+		text string
+		into any
+	}{{"limits", limits, &e.Limits}, {"bindings", bindings, &e.Bindings}, {"env keys", envKeys, &e.EnvKeys}} {
+		if err := json.Unmarshal([]byte(f.text), f.into); err != nil {
+			return e, fmt.Errorf("decode %s of %q: %w", f.name, e.ID, err)
+		}
+	}
+	if result.Valid {
+		if e.Result, err = decodeResult([]byte(result.String), duration.Int64); err != nil {
+			return e, fmt.Errorf("execution %q: %w", e.ID, err)
+		}
+	}
+	return e, nil
+}
+
+func callArgs(c *psych.CallRecord) ([]any, error) {
+	started, err := nanos(c.Started)
+	if err != nil {
+		return nil, err
+	}
+	var approved any
+	if c.Approved != nil {
+		approved = boolInt(*c.Approved)
+	}
+	// In callCols order; Seq is set when it is assigned.
+	return []any{nil, c.ID, c.Parent, c.Tool, blob(c.Args), string(c.Via), string(c.Decision), c.Reason,
+		c.Approver, approved, int64(c.DecisionTime), started, int64(c.Duration), c.Outcome, blob(c.Value),
+		c.Error, c.BytesIn, c.BytesOut}, nil
+}
+
+func scanCall(row scanner) (psych.CallRecord, error) {
+	var (
+		c           psych.CallRecord
+		args, value []byte
+		approved    sql.NullBool
+		started     sql.NullInt64
+	)
+	err := row.Scan(&c.Seq, &c.ID, &c.Parent, &c.Tool, &args, &c.Via, &c.Decision, &c.Reason,
+		&c.Approver, &approved, &c.DecisionTime, &started, &c.Duration, &c.Outcome, &value,
+		&c.Error, &c.BytesIn, &c.BytesOut)
+	if err != nil {
+		return c, err
+	}
+	c.Args, c.Value, c.Started = args, value, fromNanos(started)
+	if approved.Valid {
+		c.Approved = new(approved.Bool)
+	}
+	return c, nil
+}
+
+// nanos is t in Unix nanoseconds, NULL for the zero time; a time UnixNano
+// cannot hold is refused.
+func nanos(t time.Time) (any, error) {
+	if t.IsZero() {
+		return nil, nil
+	}
+	if y := t.Year(); y < 1678 || y > 2261 {
+		return nil, fmt.Errorf("time %v out of range", t)
+	}
+	return t.UnixNano(), nil
+}
+
+func fromNanos(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64)
+}
+
+// blob copies b, keeping nil as NULL.
+func blob(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return bytes.Clone(b)
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// mustJSON encodes a value that cannot fail to encode ([]string).
+func mustJSON(v []string) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
