@@ -3,10 +3,19 @@
 //
 //	psych run [flags] FILE|-
 //	psych run --backend container [--engine E] [--image REF] [flags] FILE|-
+//	psych run --demo-tools [--approve yes|no|ask] [--store FILE] FILE|-
+//	psych runs list|show|replay --store FILE [ID]
+//
+// Every run goes through a psych.Runtime: its bindings are the Runtime's
+// tools (the demo tools with --demo-tools), called through its Policy
+// (destructive tools ask; --approve answers, default no) and recorded into
+// --store when given.
 //
 // Exit codes: 0 when a result was produced, whatever the program did; 2 for
 // usage and configuration errors; 3 when the run was refused (a Require…
 // option the host cannot meet); 1 for a host fault; 130 when interrupted.
+// runs replay exits 0 when the run is reproduced, 1 on a divergence and 4
+// on a host fault.
 package main
 
 import (
@@ -21,10 +30,11 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/psych-runtime/psych"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/container"
-	"github.com/psych-runtime/psych/sandbox/demotools"
 	"github.com/psych-runtime/psych/sandbox/subprocess"
+	"github.com/psych-runtime/psych/store/sqlite"
 )
 
 // Exit codes.
@@ -41,6 +51,7 @@ func main() {
 }
 
 const usage = `usage: psych run [flags] FILE|-
+       psych runs list|show|replay --store FILE [ID]
 
 Runs one Python program in the sandbox and prints its result.
 Run "psych run -h" for the flags.
@@ -54,6 +65,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		return runCmd(args[1:], stdin, stdout, stderr)
+	case "runs":
+		return runsCmd(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -66,7 +79,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 type runFlags struct {
 	json, network, demoTools                       bool
 	requireDenial, requireIsolation, requireCgroup bool
-	python                                         string
+	python, approve, store                         string
 	backend, engine, image, containerPython        string
 	env                                            stringList
 	cpu, wall                                      float64
@@ -85,18 +98,11 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&f.memory, "memory", "resident memory of the whole run, all processes together (default: the address-space limit)")
 	fs.IntVar(&f.processes, "processes", 0, "processes and threads (default 64)")
 	fs.Float64Var(&f.wall, "wall-seconds", 0, "wall-clock limit in seconds (default 30)")
-	fs.Var(&f.maxOutput, "max-output", "cap on stdout and on stderr, each (default 1MiB)")
-	fs.Var(&f.env, "env", "pass this variable from psych's own environment (repeatable)")
-	fs.StringVar(&f.python, "python", "", "interpreter (default: python3 on PATH, resolved to sys.executable)")
 	fs.BoolVar(&f.network, "network", false, "grant the program the host's network (it then shares the host's network namespace)")
-	fs.BoolVar(&f.requireDenial, "require-network-denial", false, "refuse to run unless network denial is verified")
-	fs.BoolVar(&f.requireIsolation, "require-isolation", false, "refuse to run without user namespaces (the full isolation)")
-	fs.BoolVar(&f.requireCgroup, "require-cgroup", false, "refuse to run without a per-run cgroup")
-	fs.BoolVar(&f.demoTools, "demo-tools", false, "offer the demo bindings echo(**kw), sleep(seconds), fail(message)")
-	fs.StringVar(&f.backend, "backend", "subprocess", "subprocess or container")
-	fs.StringVar(&f.engine, "engine", "", "container engine: containerd, podman or docker (default: the first reachable)")
-	fs.StringVar(&f.image, "image", "", "container image (default "+container.DefaultImage+"; make image builds localhost/psych-python:3.11)")
-	fs.StringVar(&f.containerPython, "container-python", "", "interpreter inside the image where it has no io.psych.python label (default "+container.DefaultContainerPython+")")
+	fs.BoolVar(&f.demoTools, "demo-tools", false, "offer the demo tools echo(**kw), sleep(seconds), fail(message) and the destructive remove_file(path), which acts in a demo directory of its own")
+	addSandboxFlags(fs, &f)
+	fs.StringVar(&f.approve, "approve", "no", "answer to a destructive tool's approval: yes, no, or ask (on the terminal)")
+	fs.StringVar(&f.store, "store", "", "record the run and its tool calls into this SQLite file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -116,11 +122,41 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, "psych run: limits must not be negative\n")
 		return exitUsage
 	}
+	approver, closeApprover, err := newApprover(f.approve)
+	if err != nil {
+		fmt.Fprintf(stderr, "psych run: %v\n", err)
+		return exitUsage
+	}
+	defer closeApprover()
 	sb, closeSandbox, err := newSandbox(&f)
 	if err != nil {
 		return report(stderr, err)
 	}
 	defer closeSandbox()
+	cfg := psych.Config{Sandbox: sb, Approver: approver}
+	if f.demoTools {
+		dir, err := newDemoDir()
+		if err != nil {
+			return report(stderr, err)
+		}
+		defer os.RemoveAll(dir)
+		if cfg.Registry, err = demoRegistry(dir); err != nil {
+			return report(stderr, err)
+		}
+	}
+	if f.store != "" {
+		st, err := sqlite.Open(f.store)
+		if err != nil {
+			fmt.Fprintf(stderr, "psych run: %v\n", err)
+			return exitUsage
+		}
+		defer st.Close()
+		cfg.Store = st
+	}
+	rt, err := psych.New(cfg)
+	if err != nil {
+		return report(stderr, err)
+	}
 	req := sandbox.Request{
 		Code:    code,
 		Network: f.network,
@@ -133,14 +169,16 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			MemoryBytes:       int64(f.memory),
 		},
 	}
-	if f.demoTools {
-		req.Bindings = demotools.Bindings{}
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := sb.Run(ctx, req)
-	if err != nil {
+	res, err := rt.Execute(ctx, req)
+	if err != nil && res == nil {
 		return report(stderr, err)
+	}
+	status := exitOK
+	if err != nil { // the result is in; recording it failed
+		fmt.Fprintf(stderr, "psych run: %v\n", err)
+		status = exitHostFault
 	}
 	if f.json {
 		enc := json.NewEncoder(stdout)
@@ -149,10 +187,25 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "psych run: %v\n", err)
 			return exitHostFault
 		}
-		return exitOK
+		return status
 	}
 	printHuman(res, stdout, stderr)
-	return exitOK
+	return status
+}
+
+// addSandboxFlags registers the flags that choose and configure the
+// backend, shared by run and runs replay.
+func addSandboxFlags(fs *flag.FlagSet, f *runFlags) {
+	fs.Var(&f.maxOutput, "max-output", "cap on stdout and on stderr, each (default 1MiB)")
+	fs.Var(&f.env, "env", "pass this variable from psych's own environment (repeatable)")
+	fs.StringVar(&f.python, "python", "", "interpreter (default: python3 on PATH, resolved to sys.executable)")
+	fs.BoolVar(&f.requireDenial, "require-network-denial", false, "refuse to run unless network denial is verified")
+	fs.BoolVar(&f.requireIsolation, "require-isolation", false, "refuse to run without user namespaces (the full isolation)")
+	fs.BoolVar(&f.requireCgroup, "require-cgroup", false, "refuse to run without a per-run cgroup")
+	fs.StringVar(&f.backend, "backend", "subprocess", "subprocess or container")
+	fs.StringVar(&f.engine, "engine", "", "container engine: containerd, podman or docker (default: the first reachable)")
+	fs.StringVar(&f.image, "image", "", "container image (default "+container.DefaultImage+"; make image builds localhost/psych-python:3.11)")
+	fs.StringVar(&f.containerPython, "container-python", "", "interpreter inside the image where it has no io.psych.python label (default "+container.DefaultContainerPython+")")
 }
 
 // newSandbox makes the backend the flags ask for.

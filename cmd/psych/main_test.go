@@ -36,8 +36,8 @@ func testPython() string {
 	return "/usr/bin/python3"
 }
 
-// psych runs the built CLI with program on stdin.
-func psych(t *testing.T, program string, args ...string) (stdout, stderr string, code int) {
+// cli runs the built CLI with program on stdin.
+func cli(t *testing.T, program string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	cmd := exec.Command(psychBin, args...)
 	cmd.Stdin = strings.NewReader(program)
@@ -54,7 +54,7 @@ func psych(t *testing.T, program string, args ...string) (stdout, stderr string,
 
 func runJSON(t *testing.T, program string, args ...string) *sandbox.Result {
 	t.Helper()
-	out, errOut, code := psych(t, program, append([]string{"run", "--json", "--python", testPython()}, append(args, "-")...)...)
+	out, errOut, code := cli(t, program, append([]string{"run", "--json", "--python", testPython()}, append(args, "-")...)...)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %s", code, errOut)
 	}
@@ -126,14 +126,14 @@ func TestRunDemoToolsAndEnv(t *testing.T) {
 }
 
 func TestRunHuman(t *testing.T) {
-	out, errOut, code := psych(t, "print('hello')\n6 * 7", "run", "--python", testPython(), "-")
+	out, errOut, code := cli(t, "print('hello')\n6 * 7", "run", "--python", testPython(), "-")
 	if code != 0 || out != "hello\n42\n" {
 		t.Fatalf("exit %d stdout %q", code, out)
 	}
 	if !strings.Contains(errOut, "psych: ok in ") {
 		t.Fatalf("summary missing: %q", errOut)
 	}
-	_, errOut, code = psych(t, "x = 1\n1/0", "run", "--python", testPython(), "-")
+	_, errOut, code = cli(t, "x = 1\n1/0", "run", "--python", testPython(), "-")
 	if code != 0 || !strings.Contains(errOut, `File "<program>", line 2`) || !strings.Contains(errOut, "failed: ZeroDivisionError") {
 		t.Fatalf("exit %d stderr %q", code, errOut)
 	}
@@ -159,7 +159,7 @@ func TestExitCodes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, errOut, code := psych(t, "1", c.args...)
+			_, errOut, code := cli(t, "1", c.args...)
 			if code != c.want || !strings.Contains(errOut, c.msg) {
 				t.Fatalf("exit %d (want %d), stderr %q (want %q)", code, c.want, errOut, c.msg)
 			}
@@ -191,7 +191,7 @@ func TestContainerBackend(t *testing.T) {
 	if image == "" {
 		image = "localhost/psych-python:3.11"
 	}
-	out, errOut, code := psych(t, "print('hi')\n6 * 7", "run", "--json", "--backend", "container", "--engine", "containerd", "--image", image, "-")
+	out, errOut, code := cli(t, "print('hi')\n6 * 7", "run", "--json", "--backend", "container", "--engine", "containerd", "--image", image, "-")
 	if code == 2 && strings.Contains(errOut, "unreachable") && os.Getenv("CI") == "" {
 		t.Skipf("containerd is not reachable here: %s", errOut)
 	}
@@ -211,7 +211,7 @@ func TestContainerBackend(t *testing.T) {
 		{"--backend", "container", "--python", "/usr/bin/python3"},
 		{"--backend", "container", "--engine", "containerd", "--image", "localhost/psych-no-such-image:0"},
 	} {
-		_, errOut, code := psych(t, "1", append(append([]string{"run"}, args...), "-")...)
+		_, errOut, code := cli(t, "1", append(append([]string{"run"}, args...), "-")...)
 		if code != 2 {
 			t.Errorf("psych run %v: exit %d (%s), want 2", args, code, errOut)
 		}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/psych-runtime/psych"
+	"github.com/psych-runtime/psych/store/sqlite"
+)
+
+const runsUsage = `usage: psych runs list --store FILE [--json]
+       psych runs show --store FILE [--json] ID
+       psych runs replay --store FILE [sandbox flags] ID
+
+list prints the recorded executions; show prints one (its program, its
+result and its tool calls in order, as a ledger); replay runs its program
+again with every binding call answered from the ledger, and exits 0 when the
+run is reproduced, 1 at the first divergence (printed as {seq, want, got}).
+`
+
+// exitDiverged is runs replay's exit code for a divergence; a host fault
+// there exits exitReplayFault, so the two never meet.
+const (
+	exitDiverged    = 1
+	exitReplayFault = 4
+)
+
+func runsCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, runsUsage)
+		return exitUsage
+	}
+	var f runFlags
+	var asJSON bool
+	fs := flag.NewFlagSet("psych runs "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.store, "store", "", "the SQLite file psych run --store recorded into")
+	switch args[0] {
+	case "list", "show":
+		fs.BoolVar(&asJSON, "json", false, "print JSON")
+	case "replay":
+		addSandboxFlags(fs, &f)
+	default:
+		fmt.Fprintf(stderr, "psych runs: unknown command %q\n%s", args[0], runsUsage)
+		return exitUsage
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	wantArgs := 1
+	if args[0] == "list" {
+		wantArgs = 0
+	}
+	if f.store == "" || fs.NArg() != wantArgs {
+		fmt.Fprint(stderr, runsUsage)
+		return exitUsage
+	}
+	if _, err := os.Stat(f.store); err != nil {
+		fmt.Fprintf(stderr, "psych runs: %v\n", err)
+		return exitUsage
+	}
+	st, err := sqlite.Open(f.store)
+	if err != nil {
+		fmt.Fprintf(stderr, "psych runs: %v\n", err)
+		return exitUsage
+	}
+	defer st.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch args[0] {
+	case "list":
+		return runsList(ctx, st, asJSON, stdout, stderr)
+	case "show":
+		return runsShow(ctx, st, fs.Arg(0), asJSON, stdout, stderr)
+	}
+	return runsReplay(ctx, st, &f, fs.Arg(0), stdout, stderr)
+}
+
+// status is an execution's one-word state.
+func status(e *psych.Execution) string {
+	switch {
+	case e.Incomplete():
+		return "incomplete"
+	case e.Result.Failure != nil:
+		return "failed: " + e.Result.Failure.Type
+	}
+	return "ok"
+}
+
+func runsList(ctx context.Context, st psych.Store, asJSON bool, stdout, stderr io.Writer) int {
+	execs, err := st.Executions(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "psych runs list: %v\n", err)
+		return exitHostFault
+	}
+	if asJSON {
+		type row struct {
+			ID      string    `json:"id"`
+			Started time.Time `json:"started"`
+			Status  string    `json:"status"`
+			Backend string    `json:"backend"`
+		}
+		rows := []row{}
+		for _, e := range execs {
+			rows = append(rows, row{e.ID, e.Started, status(&e), e.Backend})
+		}
+		return encodeJSON(stdout, stderr, rows)
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tSTARTED\tSTATUS\tPROGRAM")
+	for _, e := range execs {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%.60q\n", e.ID, e.Started.Format(time.RFC3339), status(&e), firstLine(e.Code))
+	}
+	w.Flush()
+	return exitOK
+}
+
+// ledgerCall is a call as runs show prints it.
+type ledgerCall struct {
+	Seq      int64           `json:"seq"`
+	Tool     string          `json:"tool"`
+	Args     json.RawMessage `json:"args"`
+	Via      psych.Via       `json:"via"`
+	Parent   string          `json:"parent"`
+	Decision psych.Verdict   `json:"decision"`
+	Approver string          `json:"approver,omitempty"`
+	Outcome  string          `json:"outcome"`
+	Value    json.RawMessage `json:"value,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Duration float64         `json:"duration"`
+}
+
+func runsShow(ctx context.Context, st psych.Store, id string, asJSON bool, stdout, stderr io.Writer) int {
+	e, err := st.Execution(ctx, id)
+	if err != nil {
+		fmt.Fprintf(stderr, "psych runs show: %v\n", err)
+		if errors.Is(err, psych.ErrNotFound) {
+			return exitUsage
+		}
+		return exitHostFault
+	}
+	calls, err := st.Calls(ctx, id)
+	if err != nil {
+		fmt.Fprintf(stderr, "psych runs show: %v\n", err)
+		return exitHostFault
+	}
+	ledger := []ledgerCall{}
+	for _, c := range calls {
+		ledger = append(ledger, ledgerCall{c.Seq, c.Tool, c.Args, c.Via, c.Parent, c.Decision, c.Approver, c.Outcome, c.Value, c.Error, c.Duration.Seconds()})
+	}
+	if asJSON {
+		return encodeJSON(stdout, stderr, struct {
+			Execution *psych.Execution `json:"execution"`
+			Status    string           `json:"status"`
+			Calls     []ledgerCall     `json:"calls"`
+		}{e, status(e), ledger})
+	}
+	fmt.Fprintf(stdout, "execution %s  %s  %s\n", e.ID, e.Started.Format(time.RFC3339), status(e))
+	fmt.Fprintf(stdout, "backend %s %s  python %s\n", e.Backend, e.Engine, e.Interpreter)
+	fmt.Fprintf(stdout, "--- program\n%s", e.Code)
+	if !strings.HasSuffix(e.Code, "\n") {
+		fmt.Fprintln(stdout)
+	}
+	fmt.Fprintf(stdout, "--- calls (%d)\n", len(ledger))
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "SEQ\tTOOL\tARGS\tDECISION\tOUTCOME\tDURATION")
+	for _, c := range ledger {
+		fmt.Fprintf(w, "%d\t%s\t%.80s\t%s\t%s\t%.3fms\n", c.Seq, c.Tool, compact(c.Args), c.Decision, c.Outcome, c.Duration*1000)
+	}
+	w.Flush()
+	if r := e.Result; r != nil {
+		fmt.Fprintln(stdout, "--- result")
+		if r.Value != nil {
+			fmt.Fprintf(stdout, "value %s\n", r.Value)
+		}
+		if f := r.Failure; f != nil {
+			fmt.Fprint(stdout, f.Traceback)
+		}
+	}
+	return exitOK
+}
+
+func runsReplay(ctx context.Context, st psych.Store, f *runFlags, id string, stdout, stderr io.Writer) int {
+	sb, closeSandbox, err := newSandbox(f)
+	if err != nil {
+		return report(stderr, err)
+	}
+	defer closeSandbox()
+	rt, err := psych.New(psych.Config{Sandbox: sb, Store: st})
+	if err != nil {
+		return report(stderr, err)
+	}
+	rep, err := rt.Replay(ctx, id)
+	if err != nil {
+		fmt.Fprintf(stderr, "psych runs replay: %v\n", err)
+		if errors.Is(err, psych.ErrNotFound) {
+			return exitUsage
+		}
+		if code := report(io.Discard, err); code != exitHostFault {
+			return code
+		}
+		return exitReplayFault
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(stderr, "psych runs replay: note: %s\n", n)
+	}
+	if rep.Divergence != nil {
+		encodeJSON(stdout, stderr, rep.Divergence)
+		return exitDiverged
+	}
+	fmt.Fprintf(stdout, "reproduced %s\n", id)
+	return exitOK
+}
+
+func encodeJSON(stdout, stderr io.Writer, v any) int {
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		fmt.Fprintf(stderr, "psych: %v\n", err)
+		return exitHostFault
+	}
+	return exitOK
+}
