@@ -144,3 +144,26 @@ func TestStoreSurvivesHostKill(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReplayDiverges: a program whose arguments differ from run to run
+// diverges at its first call; replay exits 1 and prints {seq, want, got}.
+func TestReplayDiverges(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "ledger.db")
+	res := runJSON(t, "import time\necho(n=time.time_ns())", "--demo-tools", "--store", db)
+	if res.Failure != nil {
+		t.Fatalf("%+v", res.Failure)
+	}
+	out, errOut, code := cli(t, "", "runs", "replay", "--python", testPython(), "--store", db, res.ID)
+	var d struct {
+		Seq       int64
+		Index     int
+		Want, Got struct {
+			Tool string
+			Args map[string]int64
+		}
+	}
+	if code != exitDiverged || json.Unmarshal([]byte(out), &d) != nil || d.Seq == 0 || d.Index != 1 ||
+		d.Want.Tool != "echo" || d.Got.Tool != "echo" || d.Want.Args["n"] == d.Got.Args["n"] {
+		t.Fatalf("replay of a changed run: exit %d, %s %s", code, out, errOut)
+	}
+}
