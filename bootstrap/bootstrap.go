@@ -75,6 +75,8 @@
 // linecache only to format a failure, and seeds linecache with the program's
 // source through a meta-path hook the moment anything imports it. Prepare
 // compiles it once per interpreter; Launcher passes the code object on argv.
+// NewLauncher rebuilds a Launcher from code compiled earlier (a cache keyed
+// on the interpreter and on SourceHash).
 //
 // Python 3.8 or later, standard library only. On Python 3.14 and later the
 // default multiprocessing start method on Linux is forkserver, which cannot
@@ -85,12 +87,16 @@ package bootstrap
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -163,13 +169,48 @@ func Prepare(python string) (*Launcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("precompile bootstrap with %s: %w: %s", python, err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	if len(out) == 0 || len(out) > maxArg {
-		return nil, fmt.Errorf("precompile bootstrap with %s: %w (%d bytes)", python, errCodeSize, len(out))
+	l, err := NewLauncher(string(out))
+	if err != nil {
+		return nil, fmt.Errorf("precompile bootstrap with %s: %w", python, err)
 	}
-	return &Launcher{code: string(out)}, nil
+	return l, nil
 }
 
-var errCodeSize = errors.New("compiled bootstrap does not fit one argument")
+var (
+	errCodeSize   = errors.New("compiled bootstrap does not fit one argument")
+	errCodeBase64 = errors.New("compiled bootstrap is not base64")
+)
+
+// NewLauncher is a Launcher for code that Prepare (or the same compilation
+// elsewhere: base64 of marshal.dumps(compile(Source, "<psych-bootstrap>",
+// "exec")), standard alphabet, padded, no newline) produced earlier for the
+// interpreter it will serve, such as a cached one. It refuses code that is
+// empty, does not fit one argument, or is not strict base64; it cannot tell
+// the marshal format apart from another interpreter's, so the caller keys
+// the code on the interpreter (and on SourceHash).
+func NewLauncher(code string) (*Launcher, error) {
+	if len(code) == 0 || len(code) > maxArg {
+		return nil, fmt.Errorf("load precompiled bootstrap: %w (%d bytes)", errCodeSize, len(code))
+	}
+	// Strict decoding still skips CR and LF: refuse them first.
+	if strings.ContainsAny(code, "\r\n") {
+		return nil, fmt.Errorf("load precompiled bootstrap: %w: a line break", errCodeBase64)
+	}
+	if _, err := base64.StdEncoding.Strict().DecodeString(code); err != nil {
+		return nil, fmt.Errorf("load precompiled bootstrap: %w: %w", errCodeBase64, err)
+	}
+	return &Launcher{code: code}, nil
+}
+
+// SourceHash is the hex SHA-256 of Source: what a cache of compiled
+// bootstraps keys its entries on, so a changed bootstrap is never served
+// another's code.
+func SourceHash() string { return sourceHash() }
+
+var sourceHash = sync.OnceValue(func() string {
+	sum := sha256.Sum256([]byte(Source))
+	return hex.EncodeToString(sum[:])
+})
 
 // Args is Args for the precompiled bootstrap.
 func (l *Launcher) Args(fd int, rlimits ...Rlimit) []string {

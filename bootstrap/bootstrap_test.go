@@ -855,3 +855,47 @@ func TestNameRuleMatchesGo(t *testing.T) {
 		}
 	}
 }
+
+// TestNewLauncher: code Prepare made, handed back as a cache would, runs
+// the same bootstrap; what is not such code is refused.
+func TestNewLauncher(t *testing.T) {
+	prepared, err := bootstrap.Prepare(python(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := prepared.Args(3)
+	code := args[4] // -I -B -c STUB CODE --fd 3
+	l, err := bootstrap.NewLauncher(code)
+	if err != nil {
+		t.Fatalf("NewLauncher(Prepare's code): %v", err)
+	}
+	if !reflect.DeepEqual(l.Args(3), args) {
+		t.Fatalf("Args differ: %q", l.Args(3)[:4])
+	}
+	o := runArgs(t, l.Args(3), program{code: "print('hi')\n6 * 7"})
+	if o.result.Failure != nil || string(o.result.Value) != "42" || o.stdout != "hi\n" {
+		t.Fatalf("result %+v, stdout %q, stderr %s", o.result, o.stdout, o.stderr)
+	}
+	for name, bad := range map[string]string{
+		"empty":        "",
+		"too long":     strings.Repeat("QUFB", 40<<10),
+		"not base64":   "a b",
+		"unpadded":     "YWE",
+		"with newline": code[:8] + "\n" + code[8:],
+	} {
+		if _, err := bootstrap.NewLauncher(bad); err == nil {
+			t.Errorf("NewLauncher(%s) succeeded", name)
+		}
+	}
+}
+
+func TestLauncherSourceHash(t *testing.T) {
+	h := bootstrap.SourceHash()
+	out, err := exec.Command("sha256sum", "bootstrap.py").Output()
+	if err != nil {
+		t.Skipf("needs sha256sum: %v", err)
+	}
+	if want := strings.Fields(string(out))[0]; h != want {
+		t.Fatalf("SourceHash %s, want sha256 of bootstrap.py %s", h, want)
+	}
+}

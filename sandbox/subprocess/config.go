@@ -76,6 +76,14 @@ type Config struct {
 	TmpBase string
 	// Logger receives warnings about weakened protection. Zero: slog.Default().
 	Logger *slog.Logger
+	// CacheDir holds what New learns about the interpreter (its prefixes,
+	// version and the bootstrap compiled by it), so that a later New for
+	// the same interpreter file starts no interpreter. It must be
+	// absolute. Empty: $XDG_CACHE_HOME/psych when that is absolute, else
+	// /var/cache/psych for a root host, else $HOME/.cache/psych. "-": no
+	// cache. A cache directory that is not trusted or cannot be used is
+	// bypassed with a warning, never an error (see the package doc).
+	CacheDir string
 }
 
 // Defaults.

@@ -64,6 +64,26 @@
 // (sandbox.ErrRefused); RequireNetworkDenial also refuses a request that
 // grants the network, and any run whose own namespace fails the check.
 //
+// The interpreter cache. New needs the interpreter's prefixes (for the
+// view) and the bootstrap compiled by it; one start of the interpreter
+// learns both (sandbox/internal/pyfacts), and the answer is cached in
+// Config.CacheDir: by default $XDG_CACHE_HOME/psych, else /var/cache/psych
+// for a root host, else $HOME/.cache/psych; "-" turns it off. A later New
+// for the same interpreter file starts no interpreter at all. An entry is
+// keyed on the interpreter's path as given, its real file's device, inode,
+// size, mode, mtime and ctime, the pyvenv.cfg beside it (if any) and the
+// bootstrap's SHA-256, so a changed interpreter, virtualenv or bootstrap is
+// never served a stale entry, and it carries a SHA-256 of its contents. The
+// cache is trusted only as a directory of the host's euid with mode 0700
+// holding regular single-link 0600 files of that euid, opened without
+// following symlinks and checked with fstat on the open fd. A corrupt,
+// mismatched or untrusted entry is recomputed and replaced atomically
+// (temporary file, fsync, rename); a directory that is not trusted or
+// cannot be used is bypassed with a warning, never a failed New. Never
+// cached: the resolution of python3 on PATH for an empty PythonBin (a
+// shim's answer depends on the directory and the environment), and the
+// fallback's bootstrap, which is compiled at each New.
+//
 // The environment is built from nothing: the allowlisted host variables
 // plus HOME, TMPDIR, PATH, PYTHONDONTWRITEBYTECODE=1 and two variables the
 // sandbox needs: MALLOC_ARENA_MAX=2, so a threaded program is not ended by

@@ -6,11 +6,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/psych-runtime/psych/sandbox/internal/pyfacts"
 )
 
 // resolvePython asks python3 on PATH for sys.executable, once.
@@ -30,6 +33,20 @@ func resolvePython() (string, error) {
 		return "", fmt.Errorf("%s reports sys.executable %q, not an absolute path (set PythonBin)", shim, exe)
 	}
 	return exe, nil
+}
+
+// learnPython returns what New needs to know about python (its prefixes
+// and the bootstrap compiled by it), from the interpreter cache in cacheDir
+// when it holds a trusted entry for this very interpreter file and
+// bootstrap, else from one start of python (package pyfacts). A cache that
+// cannot be used is bypassed and logged, never an error.
+func learnPython(python, cacheDir string, log *slog.Logger) (pyfacts.Facts, error) {
+	f, hit, err := pyfacts.Load(python, pyfacts.Options{Dir: cacheDir, Logger: log})
+	if err != nil {
+		return pyfacts.Facts{}, err
+	}
+	log.Debug("psych: interpreter facts", "python", python, "version", f.Version, "cached", hit)
+	return f, nil
 }
 
 // checkExecutable reports whether uid/gid (with no supplementary groups)

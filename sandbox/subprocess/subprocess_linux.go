@@ -137,7 +137,16 @@ func New(cfg Config) (*Sandbox, error) {
 		}
 	}
 	if s.userns {
-		if s.view, err = resolveView(python); err != nil {
+		// One interpreter start, or none on a cache hit, for the view and
+		// the bootstrap.
+		facts, err := learnPython(python, c.CacheDir, s.log)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+		}
+		if s.view, err = resolveView(python, facts.Prefixes); err != nil {
+			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+		}
+		if s.launcher, err = bootstrap.NewLauncher(facts.Bootstrap); err != nil {
 			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 		}
 	}
@@ -146,8 +155,10 @@ func New(cfg Config) (*Sandbox, error) {
 	if s.filter, err = seccomp.DefaultFilter(); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	if s.launcher, err = bootstrap.Prepare(python); err != nil {
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+	if s.launcher == nil { // the fallback: no view, the bootstrap compiled here
+		if s.launcher, err = bootstrap.Prepare(python); err != nil {
+			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+		}
 	}
 	host.RemoveStale(c.TmpBase)
 	cgcfg := c.Cgroups

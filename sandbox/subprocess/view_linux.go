@@ -3,15 +3,11 @@
 package subprocess
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -55,22 +51,16 @@ var standardRoots = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"
 // ownedPaths are the sandbox's own: a host tree beneath one would be hidden.
 var ownedPaths = []string{"/tmp", "/dev", "/proc", "/etc"}
 
-// resolveView asks the interpreter for its prefixes and builds the view.
-func resolveView(python string) (*view, error) {
+// resolveView builds the view of python, whose prefixes (sys.prefix,
+// base_prefix, exec_prefix, base_exec_prefix) the caller learned from it
+// (learnPython).
+func resolveView(python string, prefixes []string) (*view, error) {
 	exe, err := filepath.EvalSymlinks(python)
 	if err != nil {
 		return nil, fmt.Errorf("resolve interpreter %s: %w", python, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, python, "-I", "-S", "-c",
-		"import sys, json; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]))").Output()
-	if err != nil {
-		return nil, fmt.Errorf("ask %s for its prefixes: %w", python, err)
-	}
-	var prefixes []string
-	if err := json.Unmarshal(out, &prefixes); err != nil {
-		return nil, fmt.Errorf("read %s's prefixes: %w", python, err)
+	if len(prefixes) == 0 {
+		return nil, fmt.Errorf("interpreter %s: no prefixes", python)
 	}
 	v := &view{exe: exe, links: map[string]string{}}
 	for _, r := range standardRoots {

@@ -1,0 +1,12 @@
+package pyfacts
+
+import "errors"
+
+// Sentinel errors. Others are wrapped with %w; test with errors.Is.
+var (
+	// ErrInvalidOptions: the Options cannot work (a relative Dir).
+	ErrInvalidOptions = errors.New("invalid interpreter facts options")
+	// ErrBadFacts: what the interpreter printed (or an entry held) is not
+	// usable facts.
+	ErrBadFacts = errors.New("bad interpreter facts")
+)

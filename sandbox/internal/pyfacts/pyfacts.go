@@ -1,0 +1,227 @@
+// Package pyfacts learns what a backend needs to know about an interpreter
+// before its first run, with one start of that interpreter, and caches it.
+//
+// The facts are the interpreter's prefixes (sys.prefix, base_prefix,
+// exec_prefix, base_exec_prefix, which the subprocess backend's view binds),
+// its version, and the bootstrap compiled by it (what bootstrap.Launcher
+// carries). One command learns them all on a miss:
+//
+//	python -I -S -B -c SCRIPT < bootstrap.Source
+//
+// prints one JSON object; what it printed is checked (four absolute
+// prefixes, a version, a compiled bootstrap that is strict base64 and fits
+// one argument) before anything uses or caches it.
+//
+// # The cache
+//
+// One file per interpreter path, named by a hash of the path and the format
+// version, in the cache directory: Options.Dir, else $XDG_CACHE_HOME/psych
+// when that is set and absolute, else /var/cache/psych for euid 0, else
+// $HOME/.cache/psych; NoCache turns it off. An entry holds its key and its
+// facts, and a SHA-256 of both. The key is the path as given; the path
+// after symlinks; the real file's device, inode, size, mode, mtime and ctime
+// (nanoseconds); the same identity of pyvenv.cfg beside the path and one
+// level up (absent or not), since a virtualenv's prefixes come from it; and
+// bootstrap.SourceHash. A changed interpreter, a recreated virtualenv or a
+// changed bootstrap is therefore a miss, never a stale hit. What the key
+// cannot see: a shared libpython replaced under an unchanged executable
+// (its prefixes do not change, and the marshal format is fixed within a
+// Python minor version).
+//
+// Trust. The directory is created 0700 if missing and opened with
+// O_DIRECTORY|O_NOFOLLOW; it is used only if it is a directory owned by the
+// effective uid with mode exactly 0700 (checked with fstat on the opened
+// fd). Entries are opened relative to that fd with O_NOFOLLOW and used only
+// if fstat shows a regular file owned by the effective uid, mode exactly
+// 0600, one link and at most MaxEntryBytes. A symlink, a wrong owner or
+// mode, an oversized or malformed entry, a checksum or key mismatch, or facts
+// that fail the checks above: each is a miss, and the facts are recomputed
+// and the entry rewritten atomically (a 0600 temporary file in the
+// directory, fsync, rename, fsync of the directory). A directory that cannot
+// be used (missing and uncreatable, not owned by the euid, another mode,
+// unwritable) never fails a run: the cache is bypassed and the facts are
+// computed, and the reason is logged (Warn for a cache that is not trusted
+// or cannot be written, Debug for an ordinary miss). After writing a miss,
+// Load removes the valid entries whose interpreter path no longer exists
+// (a test's temporary interpreter, a deleted virtualenv) and temporary files
+// older than an hour; it leaves everything else, another format's entries
+// included.
+//
+// What the cache never holds: the resolution of python3 on PATH (a pyenv
+// shim's answer depends on the directory and the environment), which
+// callers do afresh each time. Where there are no owners, modes and
+// openat(O_NOFOLLOW) to check (other than Linux, macOS and the BSDs), there
+// is no cache: every Load starts the interpreter.
+package pyfacts
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/psych-runtime/psych/bootstrap"
+)
+
+// Facts is what one interpreter start tells about an interpreter.
+type Facts struct {
+	// Prefixes are sys.prefix, sys.base_prefix, sys.exec_prefix and
+	// sys.base_exec_prefix, as printed under -I -S.
+	Prefixes []string `json:"prefixes"`
+	// Version is the interpreter's version, "3.11.2".
+	Version string `json:"version"`
+	// Bootstrap is bootstrap.Source compiled by this interpreter: base64 of
+	// its marshal, what bootstrap.NewLauncher takes.
+	Bootstrap string `json:"bootstrap"`
+}
+
+// NoCache as Options.Dir turns the cache off: every Load starts the
+// interpreter.
+const NoCache = "-"
+
+// MaxEntryBytes is the largest cache entry read; a larger one is a miss.
+const MaxEntryBytes = 2 << 20
+
+// Options configures Load. The zero value uses the default cache directory.
+type Options struct {
+	// Dir is the cache directory, absolute. Empty: $XDG_CACHE_HOME/psych
+	// if XDG_CACHE_HOME is absolute, else /var/cache/psych for euid 0,
+	// else $HOME/.cache/psych. NoCache: no cache.
+	Dir string
+	// Logger receives why the cache was bypassed or an entry refused
+	// (Warn) and misses (Debug). Nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// formatVersion changes whenever an entry's layout or meaning does.
+const formatVersion = 1
+
+// askTimeout bounds the one interpreter start of a miss.
+const askTimeout = 30 * time.Second
+
+// outcome is how one Load went, for the log and for tests.
+type outcome struct {
+	hit bool
+	// bypassed: the cache was not used at all (off, no place for it, or
+	// unusable).
+	bypassed bool
+	// unusable: there is a cache directory, but it cannot be used.
+	unusable bool
+	// untrusted: what was found looked tampered with (owner, mode, symlink).
+	untrusted bool
+	// reason says why there was no hit, or why the entry was not written.
+	reason string
+	// writeErr: the entry could not be (re)written.
+	writeErr error
+}
+
+// Load returns python's facts: from the cache when an entry for this very
+// interpreter and bootstrap is there and trusted (hit), else by starting
+// python once and caching the answer. A cache that cannot be used is
+// bypassed, never an error; the error is for an interpreter that cannot be
+// found or asked, or whose answer fails the checks.
+func Load(python string, opts Options) (Facts, bool, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if opts.Dir != "" && opts.Dir != NoCache && !filepath.IsAbs(opts.Dir) {
+		return Facts{}, false, fmt.Errorf("%w: cache directory %q is not absolute", ErrInvalidOptions, opts.Dir)
+	}
+	abs, err := filepath.Abs(python)
+	if err != nil {
+		return Facts{}, false, fmt.Errorf("resolve interpreter %s: %w", python, err)
+	}
+	f, o, err := load(abs, opts.Dir)
+	if err != nil {
+		return Facts{}, false, err
+	}
+	switch {
+	case o.hit:
+		log.Debug("psych: interpreter facts from the cache", "python", abs)
+	case o.untrusted || o.unusable:
+		log.Warn("psych: interpreter cache not trusted or not usable; facts computed", "python", abs, "reason", o.reason)
+	default:
+		log.Debug("psych: interpreter facts computed", "python", abs, "reason", o.reason)
+	}
+	if o.writeErr != nil {
+		log.Warn("psych: interpreter cache entry not written", "python", abs, "err", o.writeErr)
+	}
+	return f, o.hit, nil
+}
+
+const (
+	reasonOff    = "cache off"
+	reasonNoHome = "no cache directory: XDG_CACHE_HOME and HOME are unset or relative"
+)
+
+// factsScript prints the facts as one JSON object, compiling the Source it
+// reads on stdin as Prepare does.
+const factsScript = "import sys,json,marshal,binascii;" +
+	"c=binascii.b2a_base64(marshal.dumps(compile(sys.stdin.buffer.read(),'<psych-bootstrap>','exec')),newline=False).decode();" +
+	"sys.stdout.write(json.dumps({'prefixes':[sys.prefix,sys.base_prefix,sys.exec_prefix,sys.base_exec_prefix]," +
+	"'version':'%d.%d.%d'%sys.version_info[:3],'bootstrap':c}))"
+
+// compute starts python once and checks its answer.
+func compute(python string) (Facts, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), askTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-I", "-S", "-B", "-c", factsScript)
+	cmd.Stdin = strings.NewReader(bootstrap.Source)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return Facts{}, fmt.Errorf("ask %s for its prefixes and compile the bootstrap: %w: %s", python, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	var f Facts
+	if err := decodeStrict(out, &f); err != nil {
+		return Facts{}, fmt.Errorf("read %s's facts: %w: %w", python, ErrBadFacts, err)
+	}
+	if err := f.check(); err != nil {
+		return Facts{}, fmt.Errorf("read %s's facts: %w", python, err)
+	}
+	return f, nil
+}
+
+var versionRE = regexp.MustCompile(`^[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}$`)
+
+// check is what facts must satisfy to be used or cached, wherever they
+// came from.
+func (f *Facts) check() error {
+	if len(f.Prefixes) != 4 {
+		return fmt.Errorf("%w: %d prefixes, want 4", ErrBadFacts, len(f.Prefixes))
+	}
+	for _, p := range f.Prefixes {
+		if !filepath.IsAbs(p) || strings.ContainsRune(p, 0) {
+			return fmt.Errorf("%w: prefix %q is not an absolute path", ErrBadFacts, p)
+		}
+	}
+	if !versionRE.MatchString(f.Version) {
+		return fmt.Errorf("%w: version %q", ErrBadFacts, f.Version)
+	}
+	if _, err := bootstrap.NewLauncher(f.Bootstrap); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadFacts, err)
+	}
+	return nil
+}
+
+// decodeStrict decodes exactly one JSON value with no unknown fields and
+// nothing after it.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(data[dec.InputOffset():])) != 0 {
+		return fmt.Errorf("trailing data after the JSON value")
+	}
+	return nil
+}
