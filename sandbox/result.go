@@ -147,7 +147,9 @@ type Isolation struct {
 	// backend.
 	Image *Image `json:"image,omitempty"`
 	// Mode is "namespaces" (the full design), or "fallback" where no user
-	// namespace could be had: rlimits, the uid drop and seccomp only.
+	// namespace could be had: rlimits, the uid drop and seccomp only; or
+	// "partial" in psych's own benchmark, which takes layers away to
+	// measure them (no public option can).
 	Mode string `json:"mode"`
 	// Namespaces lists the namespaces the interpreter does not share with
 	// the host ("user", "mnt", "net", "pid", "ipc", "uts", "cgroup").
@@ -179,6 +181,14 @@ type Isolation struct {
 	// EnvKeys are the names of the variables the program's environment
 	// was built from, sorted; never their values.
 	EnvKeys []string `json:"env_keys"`
+	// Limits are the interpreter's rlimits as the kernel reports them
+	// (/proc/PID/limits), "soft hard" by short name: cpu, as, fsize,
+	// nproc, nofile, stack, core.
+	Limits map[string]string `json:"limits,omitempty"`
+	// RootMount is the mount the interpreter sees as its root
+	// (/proc/PID/mountinfo): "own:tmpfs" under a view of its own,
+	// "host:FSTYPE" where it shares the host's root.
+	RootMount string `json:"root_mount,omitempty"`
 }
 
 // Image names a container image: the reference it was asked for by and the

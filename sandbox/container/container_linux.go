@@ -537,14 +537,7 @@ func (r *run) attest() {
 	if r.cg != nil {
 		iso.Cgroup = r.cg.Mode()
 	}
-	iso.Init = host.ReadStatus(r.proc.InitPID)
-	pid := r.proc.InterpPID
-	iso.Interpreter = host.ReadStatus(pid)
-	iso.Namespaces = host.Namespaces(pid, s.hostNS)
-	if slices.Contains(iso.Namespaces, "user") {
-		iso.UIDMap = host.ReadMap(pid, "uid_map")
-		iso.GIDMap = host.ReadMap(pid, "gid_map")
-	}
+	host.AttestProcesses(iso, r.proc.InitPID, r.proc.InterpPID, s.hostNS)
 }
 
 // floor refuses a run below psych's floor, whatever options said: no

@@ -18,6 +18,7 @@ import (
 
 	"github.com/psych-runtime/psych/bootstrap"
 	"github.com/psych-runtime/psych/cgroups"
+	"github.com/psych-runtime/psych/internal/layers"
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
@@ -220,7 +221,7 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 		return nil, err
 	}
 	defer release()
-	r := &run{s: s, req: hr, limits: hr.Limits, uid: uid, gid: gid}
+	r := &run{s: s, req: hr, limits: hr.Limits, uid: uid, gid: gid, layers: layers.From(ctx)}
 	return r.execute(ctx)
 }
 
@@ -230,6 +231,8 @@ type run struct {
 	req      *host.Request
 	limits   sandbox.Limits
 	uid, gid uint32
+	// layers are Full but in psych's own benchmark (internal/layers).
+	layers layers.Set
 
 	dir  string
 	cg   *cgroups.Run
@@ -255,7 +258,7 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 			retErr = errors.Join(retErr, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err))
 		}
 	}()
-	if s.cg != nil {
+	if s.cg != nil && r.layers.Cgroup {
 		// The init is a task of the run too: pids.max is the count plus one.
 		lim := cgroups.Limits{MemoryBytes: r.limits.MemoryBytes, Pids: int64(r.limits.ProcessCount) + 1}
 		if r.cg, err = s.cg.New(name, lim); err != nil {

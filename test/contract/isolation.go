@@ -413,6 +413,9 @@ func (s *suite) attestation(t *testing.T) {
 	if iso.Cgroup == "" {
 		t.Errorf("attestation lacks the cgroup mode")
 	}
+	if !strings.HasPrefix(iso.RootMount, "own:") || iso.Limits["cpu"] != "10 11" || iso.Limits["as"] == "" {
+		t.Errorf("attestation: root mount %q, limits %v; want a root of its own and the run's rlimits", iso.RootMount, iso.Limits)
+	}
 	if iso.PythonPath == "" || !slices.Contains(iso.EnvKeys, "PATH") || !slices.Contains(iso.EnvKeys, "HOME") || !slices.IsSorted(iso.EnvKeys) {
 		t.Errorf("attestation: python_path %q, env_keys %v; want the interpreter and the sorted names", iso.PythonPath, iso.EnvKeys)
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,6 +38,25 @@ func Namespaces(pid int, host map[string]string) []string {
 		}
 	}
 	return out
+}
+
+// AttestProcesses fills what iso reads from the kernel about the run's init
+// and interpreter: their status, the interpreter's namespaces against the
+// host's, its maps (inside a user namespace), rlimits and root mount. A
+// zero interpPID reads the init alone.
+func AttestProcesses(iso *sandbox.Isolation, initPID, interpPID int, hostNS map[string]string) {
+	iso.Init = ReadStatus(initPID)
+	if interpPID == 0 {
+		return
+	}
+	iso.Interpreter = ReadStatus(interpPID)
+	iso.Namespaces = Namespaces(interpPID, hostNS)
+	if slices.Contains(iso.Namespaces, "user") {
+		iso.UIDMap = ReadMap(interpPID, "uid_map")
+		iso.GIDMap = ReadMap(interpPID, "gid_map")
+	}
+	iso.Limits = ReadLimits(interpPID)
+	iso.RootMount = RootMount(interpPID)
 }
 
 // ReadMap reads /proc/PID/uid_map or gid_map, one "inside outside count"
@@ -115,4 +135,82 @@ func ints(s string) []int {
 		out = append(out, n)
 	}
 	return out
+}
+
+// limitNames are the /proc/PID/limits rows an attestation shows, by the
+// short names it shows them under.
+var limitNames = map[string]string{
+	"Max cpu time": "cpu", "Max address space": "as", "Max file size": "fsize",
+	"Max processes": "nproc", "Max open files": "nofile", "Max stack size": "stack",
+	"Max core file size": "core",
+}
+
+// ReadLimits reads pid's rlimits from /proc/PID/limits as "soft hard" by
+// short name (cpu, as, fsize, nproc, nofile, stack, core); nil when it
+// cannot be read.
+func ReadLimits(pid int) map[string]string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+	if err != nil {
+		return nil
+	}
+	return parseLimits(b)
+}
+
+func parseLimits(b []byte) map[string]string {
+	out := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		for long, short := range limitNames {
+			if rest, ok := strings.CutPrefix(l, long); ok {
+				if f := strings.Fields(rest); len(f) >= 2 {
+					out[short] = f[0] + " " + f[1]
+				}
+			}
+		}
+	}
+	return out
+}
+
+// RootMount describes the mount pid sees as its root, from
+// /proc/PID/mountinfo: "own:FSTYPE" for a root of its own, "host:FSTYPE"
+// when it is this process's root too; empty when it cannot be read.
+func RootMount(pid int) string {
+	theirs := readRootMount(fmt.Sprintf("/proc/%d/mountinfo", pid))
+	id, fstype, ok := strings.Cut(theirs, ":")
+	if !ok {
+		return ""
+	}
+	if mine, _, _ := strings.Cut(readRootMount("/proc/self/mountinfo"), ":"); mine == id {
+		return "host:" + fstype
+	}
+	return "own:" + fstype
+}
+
+func readRootMount(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return parseRootMount(b)
+}
+
+// parseRootMount returns "ID:FSTYPE" of the last mount on "/" (the one on
+// top); a line is "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] -
+// FSTYPE SOURCE SUPER".
+func parseRootMount(b []byte) string {
+	root := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 5 || f[4] != "/" {
+			continue
+		}
+		fstype := ""
+		for i, x := range f {
+			if x == "-" && i+1 < len(f) {
+				fstype = f[i+1]
+				break
+			}
+		}
+		root = f[0] + ":" + fstype
+	}
+	return root
 }
