@@ -107,10 +107,12 @@ t = threading.Thread(target=count)
 t.start()
 time.sleep(0.2)
 before = st["n"]
-answer = ` + call + `
-time.sleep(0.2)
-st["stop"] = True
-t.join()
+try:
+    answer = ` + call + `
+    time.sleep(0.2)
+finally:
+    st["stop"] = True
+    t.join()
 {"answer": answer, "gap": st["gap"], "before": before, "n": st["n"]}
 `
 }
