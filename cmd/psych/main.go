@@ -52,6 +52,7 @@ func main() {
 
 const usage = `usage: psych run [flags] FILE|-
        psych runs list|show|replay --store FILE [ID]
+       psych doctor [--json] [--python PATH] [--require-cgroup] [--image REF]
 
 Runs one Python program in the sandbox and prints its result.
 Run "psych run -h" for the flags.
@@ -67,6 +68,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runCmd(args[1:], stdin, stdout, stderr)
 	case "runs":
 		return runsCmd(args[1:], stdout, stderr)
+	case "doctor":
+		return doctorCmd(args[1:], stdout, stderr)
+	case "bench":
+		return benchCmd(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -216,6 +221,9 @@ func newSandbox(f *runFlags) (sandbox.Sandbox, func(), error) {
 			return nil, nil, fmt.Errorf("--engine, --image and --container-python are for --backend container: %w", sandbox.ErrInvalidConfig)
 		}
 		sb, err := subprocess.New(subprocess.Config{
+			// A non-root user has no other id to run as: its own uid,
+			// mapped inside the run's user namespace as always.
+			AllowSameUID:         os.Geteuid() != 0,
 			PythonBin:            f.python,
 			EnvAllowlist:         f.env,
 			RequireNetworkDenial: f.requireDenial,

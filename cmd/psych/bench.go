@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/psych-runtime/psych/internal/bench"
+	"github.com/psych-runtime/psych/sandbox/container"
+)
+
+func benchCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("psych bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg bench.Config
+	var asJSON bool
+	var program, engines string
+	fs.IntVar(&cfg.Runs, "runs", 50, "measured executions per row, after the warm-up")
+	fs.IntVar(&cfg.Warmup, "warmup", 3, "unmeasured executions per row first")
+	fs.StringVar(&cfg.Python, "python", "/usr/bin/python3", "the interpreter (named: the bench measures psych, not a shim)")
+	fs.StringVar(&program, "program", "", "measure this program in the fully isolated rows (the partial rows always run None)")
+	fs.StringVar(&cfg.Image, "image", "", "the containers' image; empty leaves the engine rows out (make image builds localhost/psych-python:3.11)")
+	fs.StringVar(&engines, "engines", "containerd,podman,docker", "the engines to measure, where reachable")
+	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 0 || cfg.Runs <= 0 {
+		fmt.Fprint(stderr, "usage: psych bench [--runs N] [--json] [--python PATH] [--program FILE] [--image REF]\n")
+		return exitUsage
+	}
+	if program != "" {
+		code, err := readProgram(program, nil)
+		if err != nil {
+			fmt.Fprintf(stderr, "psych bench: %v\n", err)
+			return exitUsage
+		}
+		cfg.Program = code
+	}
+	for _, e := range strings.Split(engines, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			cfg.Engines = append(cfg.Engines, e)
+		}
+	}
+	if cfg.Image == "" {
+		cfg.Engines = nil
+	} else if cfg.Image == "default" {
+		cfg.Image = container.DefaultImage
+	}
+	if exe, err := os.Executable(); err == nil {
+		cfg.CLI = exe
+	}
+	cfg.Progress = stderr
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "psych bench: %v\n", err)
+		if errors.Is(err, context.Canceled) {
+			return exitInterrupted
+		}
+		return exitHostFault
+	}
+	if asJSON {
+		return encodeJSON(stdout, stderr, rep)
+	}
+	bench.Print(stdout, rep)
+	return exitOK
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"encoding/json"
+	"maps"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+// facts are what a bench row's attestation shows of each layer.
+func facts(iso *sandbox.Isolation) map[string]bool {
+	f := map[string]bool{}
+	if iso == nil {
+		return f
+	}
+	for _, ns := range iso.Namespaces {
+		f["ns:"+ns] = true
+	}
+	in := iso.Interpreter
+	set := func(name string, ok bool) {
+		if ok {
+			f[name] = true
+		}
+	}
+	set("rlimits", iso.Limits["cpu"] == "10 11" && iso.Limits["nproc"] != "")
+	set("env", slices.Equal(iso.EnvKeys, []string{"HOME", "LC_ALL", "MALLOC_ARENA_MAX", "PATH", "PYTHONDONTWRITEBYTECODE", "TMPDIR"}))
+	set("no_new_privs", in.NoNewPrivs == 1)
+	set("no-caps", in.CapEff != "" && strings.Trim(in.CapEff, "0") == "")
+	set("not-root", len(in.UID) > 0 && !slices.Contains(in.UID, 0))
+	set("uid-map", iso.UIDMap != "")
+	set("net-verified", iso.Network != nil && iso.Network.Verified)
+	set("view", iso.RootMount == "own:tmpfs")
+	set("seccomp", in.Seccomp == 2 && iso.SeccompDigest != "")
+	set("landlock", len(iso.LandlockScoped) > 0)
+	set("cgroup", iso.Cgroup != "" && iso.Cgroup != "none")
+	return f
+}
+
+// layerFacts are what each row must add to the row before it, exactly.
+var layerFacts = map[string][]string{
+	"rlimits-env":      {"rlimits", "env", "no_new_privs", "no-caps", "not-root"},
+	"userns":           {"ns:user", "uid-map"},
+	"netns":            {"ns:net", "net-verified"},
+	"pid-ipc-uts":      {"ns:pid", "ns:ipc", "ns:uts"},
+	"mount":            {"ns:mnt", "ns:cgroup", "view"},
+	"seccomp-landlock": {"seccomp", "landlock"},
+	"full":             {"cgroup"},
+}
+
+func keys(m map[string]bool) []string {
+	k := slices.Collect(maps.Keys(m))
+	sort.Strings(k)
+	return k
+}
+
+// TestBenchLayers: psych bench --runs 3 --json completes; its rows have the
+// documented fields, in order; each partial row's attestation adds exactly
+// its layer to the row before (a layer silently not applied fails); cli
+// has what full has; each engine row meets the floor. Timings are not
+// checked.
+func TestBenchLayers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the bench's layer rows need root here (a uid range for the run ids); CI runs as root")
+	}
+	image := os.Getenv("PSYCH_TEST_IMAGE")
+	if image == "" {
+		image = "localhost/psych-python:3.11"
+	}
+	out, errOut, code := cli(t, "", "bench", "--runs", "3", "--warmup", "1", "--json", "--python", testPython(), "--image", image)
+	if code != 0 {
+		t.Fatalf("psych bench: exit %d\n%s", code, errOut)
+	}
+	var raw struct {
+		Machine map[string]any
+		Rows    []map[string]json.RawMessage
+		Notes   []string
+	}
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, out)
+	}
+	for _, r := range raw.Rows {
+		for _, field := range []string{"name", "median_ms", "p90_ms", "ratio", "increment_ms", "attestation"} {
+			if _, ok := r[field]; !ok {
+				t.Fatalf("row %s lacks %q", r["name"], field)
+			}
+		}
+	}
+	var rep struct {
+		Rows []struct {
+			Name        string
+			MedianMS    float64 `json:"median_ms"`
+			Ratio       float64
+			Attestation *sandbox.Isolation
+		}
+	}
+	json.Unmarshal([]byte(out), &rep)
+	var names []string
+	for _, r := range rep.Rows {
+		names = append(names, r.Name)
+	}
+	want := []string{"python", "bootstrap", "rlimits-env", "userns", "netns", "pid-ipc-uts", "mount", "seccomp-landlock", "full", "cli"}
+	if !slices.Equal(names[:min(len(names), len(want))], want) {
+		t.Fatalf("rows %v, want %v first", names, want)
+	}
+	if rep.Rows[0].Ratio != 1 || rep.Rows[0].MedianMS <= 0 {
+		t.Fatalf("the python row is the reference: %+v", rep.Rows[0])
+	}
+	prev := map[string]bool{}
+	for i, r := range rep.Rows {
+		got := facts(r.Attestation)
+		switch add, ok := layerFacts[r.Name]; {
+		case i < 2:
+			if r.Attestation != nil {
+				t.Errorf("row %s has an attestation: it runs no sandbox", r.Name)
+			}
+		case ok:
+			wantFacts := maps.Clone(prev)
+			for _, a := range add {
+				wantFacts[a] = true
+			}
+			if !maps.Equal(got, wantFacts) {
+				t.Errorf("row %s: facts %v, want %v (the previous row's %v plus %v)", r.Name, keys(got), keys(wantFacts), keys(prev), add)
+			}
+			if wantMode := map[bool]string{true: "namespaces", false: "partial"}[r.Name == "full"]; r.Attestation.Mode != wantMode {
+				t.Errorf("row %s: mode %q, want %q", r.Name, r.Attestation.Mode, wantMode)
+			}
+		case r.Name == "cli":
+			if !maps.Equal(got, prev) {
+				t.Errorf("cli: facts %v, want full's %v", keys(got), keys(prev))
+			}
+		case strings.HasPrefix(r.Name, "container-"):
+			for _, f := range []string{"no_new_privs", "no-caps", "not-root", "seccomp", "net-verified"} {
+				if !got[f] {
+					t.Errorf("row %s: below the floor, lacks %s: %v", r.Name, f, keys(got))
+				}
+			}
+		case r.Name == "ctr-run":
+		default:
+			t.Errorf("unexpected row %s", r.Name)
+		}
+		if ok := layerFacts[r.Name] != nil; ok {
+			prev = got
+		}
+	}
+	if os.Getenv("CI") != "" && !slices.Contains(names, "container-containerd") {
+		t.Fatalf("CI has containerd and the image, but the bench left its row out: %v", raw.Notes)
+	}
+}

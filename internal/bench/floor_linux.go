@@ -1,0 +1,229 @@
+//go:build linux
+
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/demotools"
+)
+
+// calls is how many round trips each side of the binding measurement makes.
+const calls = 5000
+
+// medianLoop times each of n calls of body in the program and evaluates
+// to the median in seconds.
+func medianLoop(setup, body string) string {
+	return fmt.Sprintf("import time\n%s\nts = []\nfor i in range(%d):\n    t = time.perf_counter()\n    %s\n    ts.append(time.perf_counter() - t)\nts.sort()\nts[len(ts) // 2]", setup, calls, body)
+}
+
+// rawEcho is the floor: the frame a binding call sends, written and read
+// back with nothing but os.write and os.read, over fd 3.
+var rawEcho = medianLoop(`import os, struct
+fd = 3
+msg = b'{"type":"call","id":1,"name":"echo","args":{"i":1}}'
+out = struct.pack(">I", len(msg)) + msg
+def rt():
+    os.write(fd, out)
+    n = struct.unpack(">I", os.read(fd, 4))[0]
+    got = b""
+    while len(got) < n:
+        got += os.read(fd, n - len(got))`, "rt()")
+
+// bindingFloor measures echo(i=1) through the full sandbox and the raw echo
+// of the same payload, alternately, three times each, and keeps the medians.
+func bindingFloor(ctx context.Context, sb sandbox.Sandbox, python string) (*Binding, error) {
+	var call, floor []float64
+	for range 3 {
+		res, err := sb.Run(ctx, sandbox.Request{Code: medianLoop("", "echo(i=1)"), Bindings: demotools.Bindings{}})
+		if err != nil {
+			return nil, err
+		}
+		if res.Failure != nil {
+			return nil, fmt.Errorf("bench: binding loop: %s", res.Failure.Message)
+		}
+		v, err := strconv.ParseFloat(string(res.Value), 64)
+		if err != nil {
+			return nil, err
+		}
+		call = append(call, v*1e6)
+		f, err := echoFloor(python)
+		if err != nil {
+			return nil, err
+		}
+		floor = append(floor, f*1e6)
+	}
+	c, f := mid(call), mid(floor)
+	return &Binding{CallUS: c, FloorUS: f, Ratio: c / f}, nil
+}
+
+func mid(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// echoFloor runs rawEcho against a Go echo of each frame, returning the
+// program's median in seconds.
+func echoFloor(python string) (float64, error) {
+	host, child, err := socketpair()
+	if err != nil {
+		return 0, err
+	}
+	defer host.Close()
+	cmd := exec.Command(python, "-I", "-c", rawEcho+"\nprint(ts[len(ts) // 2])")
+	cmd.ExtraFiles = []*os.File{child}
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		child.Close()
+		return 0, err
+	}
+	child.Close()
+	go func() {
+		var hdr [4]byte
+		buf := make([]byte, 1<<16)
+		for {
+			if _, err := io.ReadFull(host, hdr[:]); err != nil {
+				return
+			}
+			n := binary.BigEndian.Uint32(hdr[:])
+			if int(n) > len(buf) {
+				return
+			}
+			if _, err := io.ReadFull(host, buf[:n]); err != nil {
+				return
+			}
+			if _, err := host.Write(append(hdr[:], buf[:n]...)); err != nil {
+				return
+			}
+		}
+	}()
+	if err := cmd.Wait(); err != nil {
+		return 0, fmt.Errorf("bench: raw echo: %w", err)
+	}
+	return strconv.ParseFloat(strings.TrimSpace(out.String()), 64)
+}
+
+// throughput runs the built-in program at each concurrency for a fixed
+// number of executions, then the host's RSS growth with 8 runs in flight.
+func throughput(ctx context.Context, sb sandbox.Sandbox, cfg Config) ([]Throughput, float64, error) {
+	var out []Throughput
+	n := max(cfg.Runs, 8)
+	for _, c := range cfg.Concurrency {
+		start := time.Now()
+		if err := parallel(ctx, sb, c, n, Builtin); err != nil {
+			return nil, 0, err
+		}
+		out = append(out, Throughput{Concurrency: c, PerSecond: float64(n) / time.Since(start).Seconds()})
+	}
+	rss, err := rssPerRun(ctx, sb)
+	return out, rss, err
+}
+
+// parallel runs n executions of program on c workers.
+func parallel(ctx context.Context, sb sandbox.Sandbox, c, n int, program string) error {
+	jobs := make(chan struct{}, n)
+	for range n {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	var wg sync.WaitGroup
+	errs := make(chan error, c)
+	for range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range jobs {
+				if res, err := sb.Run(ctx, sandbox.Request{Code: program}); err != nil || res.Failure != nil {
+					errs <- fmt.Errorf("bench: throughput run: %v %+v", err, res)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// rssPerRun is the host's RSS growth with 8 runs in flight (each asleep
+// for a second), divided by 8, in KiB.
+func rssPerRun(ctx context.Context, sb sandbox.Sandbox) (float64, error) {
+	const inFlight = 8
+	runtime.GC()
+	debug.FreeOSMemory()
+	before := rssKiB()
+	started := make(chan struct{}, inFlight)
+	b := &startedBindings{started: started}
+	var wg sync.WaitGroup
+	var firstErr error
+	var mu sync.Mutex
+	for range inFlight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := sb.Run(ctx, sandbox.Request{Code: "started()\nimport time\ntime.sleep(1)", Bindings: b})
+			if err == nil && res.Failure != nil {
+				err = fmt.Errorf("%s", res.Failure.Message)
+			}
+			if err != nil {
+				mu.Lock()
+				firstErr = err
+				mu.Unlock()
+			}
+		}()
+	}
+	peak := 0.0
+	for range inFlight {
+		select {
+		case <-started:
+		case <-time.After(30 * time.Second):
+		}
+	}
+	for range 5 {
+		peak = max(peak, rssKiB()-before)
+		time.Sleep(50 * time.Millisecond)
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return 0, fmt.Errorf("bench: rss run: %w", firstErr)
+	}
+	return peak / inFlight, nil
+}
+
+type startedBindings struct{ started chan struct{} }
+
+func (b *startedBindings) List() []sandbox.Binding { return []sandbox.Binding{{Name: "started"}} }
+func (b *startedBindings) Call(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+	b.started <- struct{}{}
+	return json.RawMessage("null"), nil
+}
+
+func rssKiB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			return f
+		}
+	}
+	return 0
+}

@@ -1,0 +1,179 @@
+//go:build linux
+
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/psych-runtime/psych/bootstrap"
+	"github.com/psych-runtime/psych/cgroups"
+	"github.com/psych-runtime/psych/internal/layers"
+	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/container"
+	"github.com/psych-runtime/psych/sandbox/subprocess"
+	"github.com/psych-runtime/psych/sandbox/wire"
+)
+
+// partial are the subprocess rows between the bootstrap and the full
+// sandbox, each adding one layer to the one before.
+var partial = []struct {
+	name string
+	set  layers.Set
+}{
+	{"rlimits-env", layers.Set{Rlimits: true}},
+	{"userns", layers.Set{Rlimits: true, UserNS: true}},
+	{"netns", layers.Set{Rlimits: true, UserNS: true, NetNS: true}},
+	{"pid-ipc-uts", layers.Set{Rlimits: true, UserNS: true, NetNS: true, PidIpcUts: true}},
+	{"mount", layers.Set{Rlimits: true, UserNS: true, NetNS: true, PidIpcUts: true, Mount: true}},
+	{"seccomp-landlock", layers.Set{Rlimits: true, UserNS: true, NetNS: true, PidIpcUts: true, Mount: true, Seccomp: true}},
+}
+
+// makeRows builds the rows in order; full is the whole subprocess sandbox,
+// for the binding and throughput measurements.
+func makeRows(cfg Config) (rows []*row, full sandbox.Sandbox, notes []string, err error) {
+	python := cfg.Python
+	rows = append(rows, &row{name: "python", run: func(context.Context) (*sandbox.Isolation, error) {
+		return nil, exec.Command(python, "-I", "-c", "pass").Run()
+	}})
+	launcher, err := bootstrap.Prepare(python)
+	if err != nil {
+		return rows, nil, nil, err
+	}
+	rows = append(rows, &row{name: "bootstrap", run: func(context.Context) (*sandbox.Isolation, error) {
+		return nil, bare(python, launcher)
+	}})
+	sb, err := subprocess.New(subprocess.Config{PythonBin: python, RequireIsolation: true, RequireNetworkDenial: true, AllowSameUID: os.Geteuid() != 0})
+	if err != nil {
+		return rows, nil, nil, err
+	}
+	for _, p := range partial {
+		rows = append(rows, &row{name: p.name, run: runner(sb, Builtin, p.set)})
+	}
+	program := cfg.Program
+	if program == "" {
+		program = Builtin
+	}
+	rows = append(rows, &row{name: "full", run: runner(sb, program, layers.Full())})
+	if cfg.CLI != "" {
+		rows = append(rows, &row{name: "cli", run: func(ctx context.Context) (*sandbox.Isolation, error) {
+			return cliRun(ctx, cfg.CLI, python, program)
+		}})
+	}
+	if cfg.Image != "" {
+		containerd := false
+		for _, e := range cfg.Engines {
+			c, err := container.New(container.Config{Engine: container.Engine(e), Image: cfg.Image})
+			if err != nil {
+				notes = append(notes, fmt.Sprintf("container-%s left out: %v", e, err))
+				continue
+			}
+			rows = append(rows, &row{name: "container-" + e, run: runner(c, program, layers.Full()), close: func() { c.Close() }})
+			containerd = containerd || e == string(container.Containerd)
+		}
+		if _, err := exec.LookPath("ctr"); err == nil && containerd {
+			rows = append(rows, &row{name: "ctr-run", run: ctrRun(cfg.Image)})
+		}
+	}
+	return rows, sb, notes, nil
+}
+
+// runner runs program once on sb with the layers of set.
+func runner(sb sandbox.Sandbox, program string, set layers.Set) func(context.Context) (*sandbox.Isolation, error) {
+	return func(ctx context.Context) (*sandbox.Isolation, error) {
+		res, err := sb.Run(layers.With(ctx, set), sandbox.Request{Code: program})
+		if err != nil {
+			return nil, err
+		}
+		if res.Failure != nil {
+			return res.Isolation, fmt.Errorf("the program failed: %s: %s", res.Failure.Type, res.Failure.Message)
+		}
+		return res.Isolation, nil
+	}
+}
+
+// bare runs the bootstrap with no sandbox at all: the interpreter as this
+// process's child, its wire a socketpair, the start frame and the result.
+func bare(python string, l *bootstrap.Launcher) error {
+	host, child, err := socketpair()
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	cmd := exec.Command(python, l.Args(3)...)
+	cmd.ExtraFiles = []*os.File{child}
+	err = cmd.Start()
+	child.Close()
+	if err != nil {
+		return err
+	}
+	start, _ := wire.Marshal(&wire.Start{V: wire.Version, Code: Builtin, MaxFrame: wire.DefaultMaxFrame})
+	enc, dec := wire.NewEncoder(host, wire.DefaultMaxFrame), wire.NewDecoder(host, wire.DefaultMaxFrame)
+	if err := enc.WriteBody(start); err != nil {
+		cmd.Wait()
+		return err
+	}
+	m, err := dec.Next()
+	if err == nil {
+		if r, ok := m.(*wire.Result); !ok || r.Failure != nil {
+			err = fmt.Errorf("bootstrap: unexpected %T %+v", m, m)
+		}
+	}
+	return errors.Join(err, cmd.Wait())
+}
+
+func socketpair() (*os.File, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socketpair: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "host"), os.NewFile(uintptr(fds[1]), "child"), nil
+}
+
+// cliRun is `psych run --json` as a whole process.
+func cliRun(ctx context.Context, psych, python, program string) (*sandbox.Isolation, error) {
+	cmd := exec.CommandContext(ctx, psych, "run", "--json", "--python", python, "-")
+	cmd.Stdin = strings.NewReader(program)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	var res sandbox.Result
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		return nil, err
+	}
+	if res.Failure != nil {
+		return res.Isolation, fmt.Errorf("the program failed: %s", res.Failure.Type)
+	}
+	return res.Isolation, nil
+}
+
+// ctrRun is the engine's own reference: `ctr run --rm` of the image.
+func ctrRun(image string) func(context.Context) (*sandbox.Isolation, error) {
+	n := 0
+	return func(ctx context.Context) (*sandbox.Isolation, error) {
+		n++
+		id := fmt.Sprintf("psych-bench-ctr-%d-%d", os.Getpid(), n)
+		cmd := exec.CommandContext(ctx, "ctr", "-n", container.DefaultNamespace, "run", "--rm", image, id, "/usr/bin/python3", "-I", "-S", "-c", "pass")
+		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+		return nil, cmd.Run()
+	}
+}
+
+func cgroupLayout() string {
+	l, err := cgroups.DetectLayout()
+	if err != nil {
+		return "unknown"
+	}
+	return string(l)
+}
