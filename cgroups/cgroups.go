@@ -3,6 +3,7 @@ package cgroups
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -267,6 +268,15 @@ func (r *Run) CloneFD() int { return r.cloneFD() }
 // not cover (all of them where CloneFD is -1). Call it before the child is
 // let go, so none of its work escapes the limits.
 func (r *Run) Attach(pid int) error { return r.attach(pid) }
+
+// OpenTasks opens the tasks file of each of the run's v1 cgroups (those
+// CloneFD does not cover) for writing. A single-threaded child that writes
+// "0" to each joins them itself, which takes no global lock in the kernel,
+// where Attach's pid written to cgroup.procs takes the threadgroup lock (an
+// RCU grace period). The kernel checks the writer's right on the opener's
+// credentials. The caller closes the files; none where there is no v1
+// hierarchy.
+func (r *Run) OpenTasks() ([]*os.File, error) { return r.openTasks() }
 
 // CPU is the CPU time of all the run's processes, exited ones included. It
 // is one pread of an fd kept open, cheap enough to poll; ErrNotSupported

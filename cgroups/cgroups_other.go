@@ -4,6 +4,7 @@ package cgroups
 
 import (
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -33,14 +34,15 @@ func (m *manager) newRun(*run, string, Limits) error {
 	return fmt.Errorf("new run cgroup: %w: not Linux", ErrUnavailable)
 }
 
-func (r *run) paths() map[string]string    { return nil }
-func (r *run) cloneFD() int                { return -1 }
-func (r *run) attach(int) error            { return ErrUnavailable }
-func (r *run) cpu() (time.Duration, error) { return 0, ErrUnavailable }
-func (r *run) stats() (Stats, error)       { return Stats{}, ErrUnavailable }
-func (r *run) kill() error                 { return ErrUnavailable }
-func (r *run) freeze() error               { return ErrUnavailable }
-func (r *run) thaw() error                 { return ErrUnavailable }
-func (r *run) remove() error               { return nil }
+func (r *run) paths() map[string]string       { return nil }
+func (r *run) cloneFD() int                   { return -1 }
+func (r *run) attach(int) error               { return ErrUnavailable }
+func (r *run) openTasks() ([]*os.File, error) { return nil, ErrUnavailable }
+func (r *run) cpu() (time.Duration, error)    { return 0, ErrUnavailable }
+func (r *run) stats() (Stats, error)          { return Stats{}, ErrUnavailable }
+func (r *run) kill() error                    { return ErrUnavailable }
+func (r *run) freeze() error                  { return ErrUnavailable }
+func (r *run) thaw() error                    { return ErrUnavailable }
+func (r *run) remove() error                  { return nil }
 
 func open(int) (*Run, error) { return nil, ErrUnavailable }

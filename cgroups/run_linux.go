@@ -206,6 +206,27 @@ func (r *run) attach(pid int) error {
 	return nil
 }
 
+func (r *run) openTasks() ([]*os.File, error) {
+	if err := r.live(); err != nil {
+		return nil, fmt.Errorf("open tasks: %w", err)
+	}
+	if r.adopted {
+		return nil, fmt.Errorf("open tasks: %w: the cgroups are another manager's", ErrInvalid)
+	}
+	var files []*os.File
+	for _, dir := range r.v1 {
+		f, err := os.OpenFile(filepath.Join(dir, "tasks"), os.O_WRONLY, 0) // os opens close-on-exec
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, fmt.Errorf("open tasks: %w", err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
 func (r *run) cpu() (time.Duration, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

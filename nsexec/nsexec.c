@@ -86,6 +86,8 @@ struct plan {
 	char *seccomp;
 	size_t seccomplen;
 	uint64_t landlock;
+	int32_t cgtasks[PSYCH_PLAN_MAX_CGROUPS];
+	size_t ncgtasks;
 	char **argv, **envp;
 	size_t nargv, nenvp;
 };
@@ -296,6 +298,16 @@ static void read_plan(struct plan *pl)
 			take(&sub, &l->resource, 4);
 			take(&sub, &l->soft, 8);
 			take(&sub, &l->hard, 8);
+			break;
+		}
+		case PSYCH_TAG_CGROUP_TASKS: {
+			int32_t fd;
+			if (len != 4 || pl->ncgtasks == PSYCH_PLAN_MAX_CGROUPS)
+				goto bad;
+			take(&sub, &fd, 4);
+			if (fd < PSYCH_FD_TREES)
+				goto bad;
+			pl->cgtasks[pl->ncgtasks++] = fd;
 			break;
 		}
 		case PSYCH_TAG_MOUNT: {
@@ -681,10 +693,29 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 
 // ---- P: the first process ----
 
+// join_cgroups makes P a member of each v1 cgroup the host opened the
+// tasks file of, by writing "0" (itself): P is single-threaded, so the
+// kernel skips the global threadgroup lock a pid written to cgroup.procs
+// takes (a synchronize_rcu on this path).
+static void join_cgroups(struct plan *pl)
+{
+	step = PSYCH_STEP_CGROUP;
+	for (size_t i = 0; i < pl->ncgtasks; i++) {
+		ssize_t n;
+		do
+			n = write(pl->cgtasks[i], "0", 1);
+		while (n < 0 && errno == EINTR);
+		if (n != 1)
+			fail(n < 0 ? errno : EIO, "join cgroup (fd %d)", pl->cgtasks[i]);
+		close(pl->cgtasks[i]);
+	}
+}
+
 __attribute__((noreturn)) static void run(int probe)
 {
 	static struct plan pl;
 	read_plan(&pl);
+	join_cgroups(&pl);
 	step = PSYCH_STEP_IDS;
 	if (pl.outer_uid == 0 || pl.outer_gid == 0)
 		fail(EPERM, "outer uid/gid 0 is never used");

@@ -29,20 +29,23 @@ const (
 	PlanMax      = C.PSYCH_PLAN_MAX
 	PlanMaxItems = C.PSYCH_PLAN_MAX_ITEMS
 
-	TagOuterIDs   = C.PSYCH_TAG_OUTER_IDS
-	TagInnerIDs   = C.PSYCH_TAG_INNER_IDS
-	TagNamespaces = C.PSYCH_TAG_NAMESPACES
-	TagHostname   = C.PSYCH_TAG_HOSTNAME
-	TagRoot       = C.PSYCH_TAG_ROOT
-	TagRootData   = C.PSYCH_TAG_ROOT_DATA
-	TagMount      = C.PSYCH_TAG_MOUNT
-	TagCwd        = C.PSYCH_TAG_CWD
-	TagRlimit     = C.PSYCH_TAG_RLIMIT
-	TagSeccomp    = C.PSYCH_TAG_SECCOMP
-	TagExe        = C.PSYCH_TAG_EXE
-	TagArg        = C.PSYCH_TAG_ARG
-	TagEnv        = C.PSYCH_TAG_ENV
-	TagLandlock   = C.PSYCH_TAG_LANDLOCK
+	TagOuterIDs    = C.PSYCH_TAG_OUTER_IDS
+	TagInnerIDs    = C.PSYCH_TAG_INNER_IDS
+	TagNamespaces  = C.PSYCH_TAG_NAMESPACES
+	TagHostname    = C.PSYCH_TAG_HOSTNAME
+	TagRoot        = C.PSYCH_TAG_ROOT
+	TagRootData    = C.PSYCH_TAG_ROOT_DATA
+	TagMount       = C.PSYCH_TAG_MOUNT
+	TagCwd         = C.PSYCH_TAG_CWD
+	TagRlimit      = C.PSYCH_TAG_RLIMIT
+	TagSeccomp     = C.PSYCH_TAG_SECCOMP
+	TagExe         = C.PSYCH_TAG_EXE
+	TagArg         = C.PSYCH_TAG_ARG
+	TagEnv         = C.PSYCH_TAG_ENV
+	TagLandlock    = C.PSYCH_TAG_LANDLOCK
+	TagCgroupTasks = C.PSYCH_TAG_CGROUP_TASKS
+	// PlanMaxCgroups bounds the CGROUP_TASKS records of a plan.
+	PlanMaxCgroups = C.PSYCH_PLAN_MAX_CGROUPS
 
 	MountMkdir     = C.PSYCH_MNT_MKDIR
 	MountSymlink   = C.PSYCH_MNT_SYMLINK
@@ -87,4 +90,5 @@ var Steps = map[int]string{
 	C.PSYCH_STEP_PDEATHSIG:  "pdeathsig",
 	C.PSYCH_STEP_DUMPABLE:   "dumpable",
 	C.PSYCH_STEP_CONNECT:    "connect",
+	C.PSYCH_STEP_CGROUP:     "cgroup",
 }

@@ -49,6 +49,11 @@
 //   LANDLOCK    u64 Landlock scope flags (ABI 6): a domain applied after
 //               no_new_privs and before seccomp. Absent: none.
 //   SECCOMP     struct sock_filter[]: loaded last, after no_new_privs
+//   CGROUP_TASKS i32 fd: a v1 cgroup's `tasks` file, opened for writing by
+//               the host; P writes "0" to it before anything else, joining
+//               that cgroup itself (a single-threaded task moving itself
+//               takes no global threadgroup lock, unlike a pid written to
+//               cgroup.procs), and closes it. The init inherits the membership.
 //   EXE         string: the interpreter; ARG and ENV: one string each, in order
 //
 // Sync messages, in order:
@@ -103,6 +108,8 @@
 #define PSYCH_TAG_ARG 12
 #define PSYCH_TAG_ENV 13
 #define PSYCH_TAG_LANDLOCK 14
+#define PSYCH_TAG_CGROUP_TASKS 15
+#define PSYCH_PLAN_MAX_CGROUPS 16
 
 #define PSYCH_MNT_MKDIR 1   /* target, mode */
 #define PSYCH_MNT_SYMLINK 2 /* source is the link's content */
@@ -139,6 +146,7 @@
 #define PSYCH_STEP_PDEATHSIG 15
 #define PSYCH_STEP_DUMPABLE 16
 #define PSYCH_STEP_CONNECT 17
+#define PSYCH_STEP_CGROUP 18
 
 #define PSYCH_EXIT_SETUP 125
 #define PSYCH_EXIT_HOST_GONE 124

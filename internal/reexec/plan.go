@@ -36,9 +36,14 @@ type Plan struct {
 	Landlock uint64
 	// Seccomp is the BPF program (struct sock_filter[]); nil loads none.
 	Seccomp []byte
-	Exe     string
-	Args    []string
-	Env     []string
+	// CgroupTasks are v1 cgroups' tasks files, open for writing, that the
+	// first process joins by writing "0" before anything else (a
+	// single-threaded task moving itself takes no global lock); the init
+	// inherits the membership. They are passed after the trees.
+	CgroupTasks []*os.File
+	Exe         string
+	Args        []string
+	Env         []string
 }
 
 // MountKind is one step of the mount plan.
@@ -78,8 +83,9 @@ type Rlimit struct {
 	Soft, Hard uint64
 }
 
-// encode writes the plan in nsexec.h's format and returns the tree files in
-// the order their fd numbers (from nsexec.FDTrees) were assigned.
+// encode writes the plan in nsexec.h's format and returns the files it
+// passes (the trees, then the cgroup tasks files) in the order their fd
+// numbers (from nsexec.FDTrees) were assigned.
 func (p *Plan) encode() ([]byte, []*os.File, error) {
 	if p.OuterUID == 0 || p.OuterGID == 0 {
 		return nil, nil, fmt.Errorf("plan: outer ids %d:%d: %w", p.OuterUID, p.OuterGID, ErrInvalidPlan)
@@ -139,6 +145,13 @@ func (p *Plan) encode() ([]byte, []*os.File, error) {
 	}
 	if len(p.Seccomp) > 0 {
 		e.record(nsexec.TagSeccomp, p.Seccomp)
+	}
+	if len(p.CgroupTasks) > nsexec.PlanMaxCgroups {
+		return nil, nil, fmt.Errorf("plan: %d cgroups: %w", len(p.CgroupTasks), ErrInvalidPlan)
+	}
+	for _, f := range p.CgroupTasks {
+		e.record(nsexec.TagCgroupTasks, binary.NativeEndian.AppendUint32(nil, uint32(nsexec.FDTrees+len(trees))))
+		trees = append(trees, f)
 	}
 	e.str(nsexec.TagExe, p.Exe)
 	for _, a := range p.Args {

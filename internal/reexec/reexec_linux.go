@@ -35,13 +35,6 @@ type Options struct {
 	// UIDMap and GIDMap are written for the user namespace, in
 	// /proc/PID/uid_map syntax ("inside outside count").
 	UIDMap, GIDMap string
-	// Attach joins the tree to cgroups that CLONE_INTO_CGROUP cannot reach
-	// (v1 hierarchies), before the init forks anything. With a user
-	// namespace it is given the first process's pid and runs while that
-	// process starts (which then waits for its maps until Attach is done:
-	// the init it clones inherits the membership); without one it is given
-	// the init's pid, before Ready. An error aborts the start.
-	Attach func(pid int) error
 	// Ready runs after the init exists and before the go-ahead, with the
 	// init's pid and, when it made a network namespace, a NETLINK_ROUTE
 	// socket opened inside it (nil otherwise; closed after Ready). An error
@@ -218,19 +211,6 @@ func Start(o *Options) (_ *Process, retErr error) {
 	}
 	p.sync.SetDeadline(time.Now().Add(timeout))
 
-	userns := o.Plan.Namespaces&unix.CLONE_NEWUSER != 0
-	var attached chan error
-	if userns && o.Attach != nil {
-		// A v1 attach costs a synchronize_rcu or two: overlap it with the
-		// first process's exec and user namespace.
-		attached = make(chan error, 1)
-		go func() { attached <- o.Attach(cmd.Process.Pid) }()
-		defer func() {
-			if attached != nil {
-				<-attached
-			}
-		}()
-	}
 	m, fd, err := p.recv()
 	if err != nil {
 		return nil, err
@@ -238,13 +218,6 @@ func Start(o *Options) (_ *Process, retErr error) {
 	if m.typ == nsexec.SyncUserns {
 		if err := writeMaps(cmd.Process.Pid, o.UIDMap, o.GIDMap); err != nil {
 			return nil, err
-		}
-		if attached != nil {
-			err := <-attached
-			attached = nil
-			if err != nil {
-				return nil, err
-			}
 		}
 		if err := p.send(nsexec.SyncMapped); err != nil {
 			return nil, err
@@ -276,10 +249,7 @@ func Start(o *Options) (_ *Process, retErr error) {
 		netlink.Close()
 		return nil, fmt.Errorf("want ready, got message %d: %w", m.typ, ErrProtocol)
 	}
-	if !userns && o.Attach != nil {
-		err = o.Attach(p.InitPID)
-	}
-	if err == nil && o.Ready != nil {
+	if o.Ready != nil {
 		err = o.Ready(p.InitPID, netlink)
 	}
 	netlink.Close()

@@ -312,13 +312,20 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	if r.cg != nil {
 		opts.CgroupFD = r.cg.CloneFD()
 		// On a hybrid host memory and pids are v1 controllers, which
-		// CLONE_INTO_CGROUP cannot reach: the tree joins them before the
-		// init forks anything.
-		opts.Attach = r.cg.Attach
+		// CLONE_INTO_CGROUP cannot reach: the first process joins them
+		// itself before the init forks anything.
+		if plan.CgroupTasks, err = r.cg.OpenTasks(); err != nil {
+			closeAll(trees)
+			child.Close()
+			outW.Close()
+			errW.Close()
+			return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+		}
 	}
 	started := time.Now()
 	r.proc, err = reexec.Start(opts)
 	closeAll(trees)
+	closeAll(plan.CgroupTasks)
 	child.Close()
 	outW.Close()
 	errW.Close()
