@@ -562,8 +562,9 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 	sendmsg_fd(PSYCH_SYNC_READY, 0, 0, NULL, nl);
 	if (nl >= 0)
 		close(nl);
-	await(PSYCH_SYNC_GO);
 
+	// From here to the go-ahead the init works while the host checks the
+	// network namespace: no line of the program runs before GO.
 	if (pl->nmnt)
 		do_mounts(pl);
 	step = PSYCH_STEP_HOSTNAME;
@@ -598,6 +599,7 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 	nondumpable();
 	drop_caps();
 	load_landlock(pl);
+	await(PSYCH_SYNC_GO);
 	load_seccomp(pl);
 
 	step = PSYCH_STEP_EXEC;

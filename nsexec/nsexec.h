@@ -61,8 +61,10 @@
 //   host -> P   MAPPED
 //   P -> host   PID      a = the init's pid (P exits 0 after this)
 //   C -> host   READY    carries the netlink socket (SCM_RIGHTS) when a
-//                        network namespace was made
-//   host -> C   GO
+//                        network namespace was made; C then builds the view
+//                        and drops everything but seccomp while the host
+//                        checks the namespace
+//   host -> C   GO       C loads seccomp, then forks and execs the interpreter
 //   C -> host   EXEC     a = the interpreter's pid inside the namespace
 //   C -> host   EXIT     a = the interpreter's wait status; the init exits
 //   any -> host ERROR    a = step, b = errno, text; then exit PSYCH_EXIT_SETUP

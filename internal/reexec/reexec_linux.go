@@ -265,11 +265,22 @@ func Start(o *Options) (_ *Process, retErr error) {
 // goAhead sends the go-ahead and waits for the interpreter's exec, then
 // lifts the setup deadline.
 func (p *Process) goAhead() error {
-	if err := p.send(nsexec.SyncGo); err != nil {
-		return err
-	}
+	// The init works on until the go-ahead, so one that failed meanwhile
+	// has left its report in the socket and exited: the write of GO may
+	// then fail (EPIPE), and a read report the reset its unread GO caused
+	// (ECONNRESET) before the report queued ahead of it.
+	sendErr := p.send(nsexec.SyncGo)
 	m, _, err := p.recv()
-	if err != nil {
+	if errors.Is(err, syscall.ECONNRESET) {
+		m, _, err = p.recv()
+	}
+	var ie *InitError
+	switch {
+	case errors.As(err, &ie):
+		return err
+	case sendErr != nil:
+		return sendErr
+	case err != nil:
 		return err
 	}
 	if m.typ != nsexec.SyncExec {
