@@ -145,6 +145,7 @@ func withRlimits(args []string, rlimits []Rlimit) []string {
 // stub, so no execution pays for compiling Source again (about 2.5 ms each).
 type Launcher struct {
 	code string // base64 of marshal.dumps(compile(Source, "<psych-bootstrap>", "exec"))
+	raw  []byte // the marshal bytes themselves
 }
 
 // launchStub loads the precompiled bootstrap from argv[1] and runs it with
@@ -196,10 +197,25 @@ func NewLauncher(code string) (*Launcher, error) {
 	if strings.ContainsAny(code, "\r\n") {
 		return nil, fmt.Errorf("load precompiled bootstrap: %w: a line break", errCodeBase64)
 	}
-	if _, err := base64.StdEncoding.Strict().DecodeString(code); err != nil {
+	raw, err := base64.StdEncoding.Strict().DecodeString(code)
+	if err != nil {
 		return nil, fmt.Errorf("load precompiled bootstrap: %w: %w", errCodeBase64, err)
 	}
-	return &Launcher{code: code}, nil
+	return &Launcher{code: code, raw: raw}, nil
+}
+
+// fileStub loads the precompiled bootstrap from the file argv[1] names.
+const fileStub = "import marshal,sys;f=open(sys.argv.pop(1),'rb');c=f.read();f.close();exec(marshal.loads(c))"
+
+// Code is the compiled bootstrap's marshal bytes, for a file FileArgs
+// names. The caller must not change them.
+func (l *Launcher) Code() []byte { return l.raw }
+
+// FileArgs is Args for the compiled bootstrap read from path, a file
+// holding Code: it spares the interpreter a 50 KB argument to copy and
+// decode.
+func (l *Launcher) FileArgs(path string, fd int, rlimits ...Rlimit) []string {
+	return withRlimits([]string{"-I", "-B", "-c", fileStub, path, "--fd", strconv.Itoa(fd)}, rlimits)
 }
 
 // SourceHash is the hex SHA-256 of Source: what a cache of compiled

@@ -16,6 +16,12 @@ import (
 	"github.com/psych-runtime/psych/sandbox/internal/host"
 )
 
+// bootDir and bootFile hold the compiled bootstrap in the view.
+const (
+	bootDir  = "/.psych"
+	bootFile = bootDir + "/bootstrap"
+)
+
 // hooks are test-only controls, set by the package's tests and nothing else.
 type hooks struct {
 	// noSeccomp loads no filter, to show that the filter is what denies.
@@ -69,6 +75,11 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		// The compiled bootstrap is a file of the view, not an argument.
+		p.Mounts = append(p.Mounts,
+			reexec.Mount{Kind: reexec.Mkdir, Target: bootDir, Mode: 0o755},
+			reexec.Mount{Kind: reexec.File, Target: bootFile, Mode: 0o444, Data: s.launcher.Code()})
+		p.Args = append([]string{s.python}, s.launcher.FileArgs(bootFile, 3)...)
 	}
 	p.Env = r.env(home)
 	r.iso.EnvKeys = host.EnvKeys(p.Env)

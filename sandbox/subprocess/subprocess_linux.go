@@ -85,6 +85,16 @@ func New(cfg Config) (*Sandbox, error) {
 	if err := c.validate(s.hostUID); err != nil {
 		return nil, err
 	}
+	// Compiling the filter costs milliseconds: it overlaps the probes below.
+	type compiled struct {
+		f   *seccomp.Filter
+		err error
+	}
+	filter := make(chan compiled, 1)
+	go func() {
+		f, err := seccomp.DefaultFilter()
+		filter <- compiled{f, err}
+	}()
 	var err error
 	python := c.PythonBin
 	if python == "" {
@@ -153,7 +163,8 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	s.landlock = host.LandlockScopes()
 	s.hostNS = host.HostNamespaces()
-	if s.filter, err = seccomp.DefaultFilter(); err != nil {
+	f := <-filter
+	if s.filter, err = f.f, f.err; err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	if s.launcher == nil { // the fallback: no view, the bootstrap compiled here

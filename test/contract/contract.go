@@ -484,15 +484,17 @@ func (s *suite) reservedNames(t *testing.T) {
 
 // bootstrapSource: the bootstrap the interpreter runs is bootstrap.Source,
 // byte for byte, whichever backend started it: on argv verbatim, or
-// compiled from it (the code object equal to compiling Source anew).
+// compiled from it (the code object equal to compiling Source anew), on
+// argv or in the file argv names.
 func (s *suite) bootstrapSource(t *testing.T) {
 	src, _ := json.Marshal(bootstrap.Source)
 	code := "import binascii, marshal\nSOURCE = " + string(src) + "\n" +
 		"argv = open('/proc/self/cmdline', 'rb').read().split(b'\\0')\n" +
 		"i = argv.index(b'-c')\n" +
 		"if argv[i + 1].decode() == SOURCE:\n    r = ['verbatim', True]\n" +
-		"else:\n    ran = marshal.loads(binascii.a2b_base64(argv[i + 2]))\n" +
-		"    r = ['compiled', ran == compile(SOURCE, '<psych-bootstrap>', 'exec')]\nr"
+		"else:\n    arg = argv[i + 2]\n" +
+		"    how, data = ('compiled, from a file', open(arg, 'rb').read()) if arg.startswith(b'/') else ('compiled', binascii.a2b_base64(arg))\n" +
+		"    r = [how, marshal.loads(data) == compile(SOURCE, '<psych-bootstrap>', 'exec')]\nr"
 	res := s.run(t, code, sandbox.Limits{}, nil)
 	wantSuccess(t, res)
 	var got []any
