@@ -5,12 +5,12 @@ go 1.26.6
 require (
 	github.com/containerd/containerd/v2 v2.4.2
 	github.com/containerd/errdefs v1.0.0
+	github.com/google/jsonschema-go v0.4.3
 	github.com/moby/profiles/seccomp v0.3.0
 	github.com/oklog/ulid/v2 v2.1.2
 	github.com/opencontainers/go-digest v1.0.0
 	github.com/opencontainers/image-spec v1.1.1
 	github.com/opencontainers/runtime-spec v1.3.0
-	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/seccomp/libseccomp-golang v0.11.1
 	golang.org/x/sys v0.50.0
 	modernc.org/sqlite v1.62.0

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/psych-runtime/psych/sandbox"
 )
@@ -25,7 +25,7 @@ type Registry struct {
 // tool is a registered Spec with its compiled schema.
 type tool struct {
 	spec   Spec
-	schema *jsonschema.Schema
+	schema *jsonschema.Resolved
 }
 
 // NewRegistry returns an empty Registry.
@@ -39,9 +39,10 @@ var emptySchema = json.RawMessage(`{"type":"object"}`)
 // ErrDuplicate, one that is no Python identifier or is a keyword ErrBadName
 // (the rule of sandbox.CheckName: a tool's name becomes a binding's
 // function name). Then the Spec: a Parameters that is not a JSON Schema
-// (draft 2020-12) object for an object, a bad Params list or a nil Handler
-// is ErrBadSchema. A schema cannot load anything ($ref to a URL or file is
-// refused).
+// (draft 2020-12, checked by github.com/google/jsonschema-go, with every
+// "type" checked to name a JSON type) object for an object, a bad Params
+// list or a nil Handler is ErrBadSchema. A schema cannot load anything ($ref
+// to a URL or file is refused).
 func (r *Registry) Register(spec Spec) error {
 	switch {
 	case sandbox.IsReservedName(spec.Name):
@@ -85,18 +86,15 @@ func compile(spec Spec) (*tool, error) {
 	if typ, ok := obj["type"]; ok && typ != "object" {
 		return nil, fmt.Errorf("%w: parameters must describe an object, not %v", ErrBadSchema, typ)
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
+	if err := checkTypes(obj); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSchema, err)
 	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(jsonschema.SchemeURLLoader{}) // loads nothing
-	const url = "psych:///parameters.json"
-	if err := c.AddResource(url, doc); err != nil {
+	var doc jsonschema.Schema
+	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSchema, err)
 	}
-	sch, err := c.Compile(url)
+	// No loader: a $ref to a file or a URL cannot load anything.
+	sch, err := doc.Resolve(nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSchema, err)
 	}
@@ -154,8 +152,8 @@ func (r *Registry) Specs() []Spec {
 // validate checks args against the tool's schema; the error says why, for
 // the caller (a model, a program) to read.
 func (t *tool) validate(args json.RawMessage) error {
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
-	if err != nil {
+	var v any
+	if err := json.Unmarshal(args, &v); err != nil {
 		return errors.New("arguments are not JSON")
 	}
 	if _, ok := v.(map[string]any); !ok {
@@ -163,6 +161,66 @@ func (t *tool) validate(args json.RawMessage) error {
 	}
 	if err := t.schema.Validate(v); err != nil {
 		return fmt.Errorf("arguments do not match the schema: %s", strings.TrimSpace(err.Error()))
+	}
+	return nil
+}
+
+// jsonTypes are the names "type" may give.
+var jsonTypes = map[string]bool{"null": true, "boolean": true, "object": true, "array": true, "number": true, "string": true, "integer": true}
+
+// Keywords whose value is a schema, a list of schemas, or a map of them.
+var (
+	oneSchema  = []string{"additionalProperties", "not", "if", "then", "else", "contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties", "additionalItems", "items"}
+	listSchema = []string{"allOf", "anyOf", "oneOf", "prefixItems", "items"}
+	mapSchema  = []string{"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
+
+// checkTypes walks a schema and refuses a "type" that names no JSON type,
+// which the validator itself would let pass as matching nothing.
+func checkTypes(s map[string]any) error {
+	switch t := s["type"].(type) {
+	case nil:
+	case string:
+		if !jsonTypes[t] {
+			return fmt.Errorf("type %q is not a JSON type", t)
+		}
+	case []any:
+		for _, x := range t {
+			if name, ok := x.(string); !ok || !jsonTypes[name] {
+				return fmt.Errorf("type %v is not a list of JSON types", t)
+			}
+		}
+	default:
+		return fmt.Errorf("type %v is neither a name nor a list", t)
+	}
+	var subs []map[string]any
+	for _, k := range oneSchema {
+		if m, ok := s[k].(map[string]any); ok {
+			subs = append(subs, m)
+		}
+	}
+	for _, k := range listSchema {
+		if l, ok := s[k].([]any); ok {
+			for _, x := range l {
+				if m, ok := x.(map[string]any); ok {
+					subs = append(subs, m)
+				}
+			}
+		}
+	}
+	for _, k := range mapSchema {
+		if m, ok := s[k].(map[string]any); ok {
+			for _, x := range m {
+				if sub, ok := x.(map[string]any); ok {
+					subs = append(subs, sub)
+				}
+			}
+		}
+	}
+	for _, sub := range subs {
+		if err := checkTypes(sub); err != nil {
+			return err
+		}
 	}
 	return nil
 }

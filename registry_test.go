@@ -38,6 +38,9 @@ func TestRegister(t *testing.T) {
 		{psych.Spec{Name: "x", Handler: noop, Parameters: json.RawMessage(`{"type":"string"}`)}, psych.ErrBadSchema},
 		{psych.Spec{Name: "x", Handler: noop, Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"type":"nonsense"}}}`)}, psych.ErrBadSchema},
 		{psych.Spec{Name: "x", Handler: noop, Parameters: json.RawMessage(`{"$ref":"file:///etc/passwd"}`)}, psych.ErrBadSchema},
+		{psych.Spec{Name: "x", Handler: noop, Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"items":[{"type":["string","bogus"]}]}}}`)}, psych.ErrBadSchema},
+		{psych.Spec{Name: "x", Handler: noop, Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"minimum":"x"}}}`)}, psych.ErrBadSchema},
+		{psych.Spec{Name: "x", Handler: noop, Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"pattern":"("}}}`)}, psych.ErrBadSchema},
 		{psych.Spec{Name: "x", Handler: noop, Params: []string{"a", "a"}}, psych.ErrBadSchema},
 		{psych.Spec{Name: "x", Handler: noop, Params: []string{"lambda"}}, psych.ErrBadSchema},
 	} {

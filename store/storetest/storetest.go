@@ -325,7 +325,8 @@ func fullExecution() (*psych.Execution, *sandbox.Result) {
 			Mode: "namespaces", Namespaces: []string{"user", "mnt", "net"}, UIDMap: "0 100000 65536", GIDMap: "0 100000 65536",
 			LandlockScoped: []string{"signal"}, SeccompDigest: "sha256:0123", Init: ps, Interpreter: ps,
 			Network: &sandbox.NetworkCheck{Verified: true, Links: []string{"lo"}, Reason: "n/a"}, Cgroup: "v2",
-			Freezable: true, PythonPath: "/usr/bin/python3", EnvKeys: []string{"HOME", "LANG", "PATH"}},
+			Freezable: true, PythonPath: "/usr/bin/python3", EnvKeys: []string{"HOME", "LANG", "PATH"},
+			Limits: map[string]string{"cpu": "10 11"}, RootMount: "own:tmpfs"},
 	}
 	return e, r
 }
