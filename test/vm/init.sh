@@ -86,10 +86,10 @@ while IFS='	' read -r name dir; do
 	say "begin $name (in $dir)"
 	(
 		cd "/psych-vm/src/$dir" || exit 1
-		if [ -n "$runre" ]; then
-			exec "/psych-vm/tests/$name" -test.v -test.count=1 -test.timeout="$VM_TEST_TIMEOUT" -test.run "$runre"
-		fi
-		exec "/psych-vm/tests/$name" -test.v -test.count=1 -test.timeout="$VM_TEST_TIMEOUT"
+		set -- -test.v -test.count=1 -test.timeout="$VM_TEST_TIMEOUT"
+		[ -z "$runre" ] || set -- "$@" -test.run "$runre"
+		[ -z "$VM_BENCH" ] || set -- "$@" -test.bench "$VM_BENCH" -test.benchtime "${VM_BENCHTIME:-20x}"
+		exec "/psych-vm/tests/$name" "$@"
 	) </dev/null >"$out" 2>&1 &
 	pid=$!
 	# Stream the output to the console while the binary runs.

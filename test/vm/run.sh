@@ -8,6 +8,8 @@
 #   VM_PACKAGES      Go packages whose tests run in the guest; each must exist
 #                    and have tests (default: ./cgroups ./sandbox/subprocess)
 #   VM_RUN           -test.run regexp (default: all tests)
+#   VM_BENCH         -test.bench regexp, with -test.benchtime VM_BENCHTIME
+#                    (default 20x): benchmarks reported, never graded
 #   VM_TIME_SCALE    PSYCH_TIME_SCALE in the guest: the tests stretch their
 #                    time bounds by it under emulation (default 4)
 #   VM_TIMEOUT       seconds for the whole boot, after which qemu is killed
@@ -33,6 +35,8 @@ cd "$repo"
 GO=${GO:-go}
 VM_PACKAGES=${VM_PACKAGES:-./cgroups ./sandbox/subprocess}
 VM_RUN=${VM_RUN:-}
+VM_BENCH=${VM_BENCH:-}
+VM_BENCHTIME=${VM_BENCHTIME:-20x}
 VM_TIME_SCALE=${VM_TIME_SCALE:-4}
 VM_TIMEOUT=${VM_TIMEOUT:-900}
 VM_TEST_TIMEOUT=${VM_TEST_TIMEOUT:-10m}
@@ -60,6 +64,7 @@ die() {
 [[ $VM_TEST_TIMEOUT =~ ^[0-9]+(ns|us|ms|s|m|h)$ ]] || die "VM_TEST_TIMEOUT must be a Go duration such as 10m, not '$VM_TEST_TIMEOUT'"
 [[ -z $VM_CGROUP || $VM_CGROUP =~ ^(/[A-Za-z0-9_.-]+)+$ ]] || die "VM_CGROUP must be an absolute cgroup path such as /psych.slice/test.service"
 [[ $VM_RUN != *$'\n'* ]] || die "VM_RUN must be one line"
+[[ $VM_BENCH$VM_BENCHTIME != *[$'\n'\'\"]* ]] || die "VM_BENCH and VM_BENCHTIME must be one line, without quotes"
 [ "$(id -u)" = 0 ] || die "needs root (apt-get, debootstrap, and a rootfs owned by root)"
 [ "$(uname -m)" = x86_64 ] || die "needs an x86_64 host (the guest is Debian amd64)"
 
@@ -224,6 +229,8 @@ cat >"$stage/psych-vm/env" <<EOF
 PSYCH_TIME_SCALE=$VM_TIME_SCALE
 VM_TEST_TIMEOUT=$VM_TEST_TIMEOUT
 VM_CGROUP=$VM_CGROUP
+VM_BENCH='$VM_BENCH'
+VM_BENCHTIME=$VM_BENCHTIME
 EOF
 # The source tree: each binary runs in its package directory (testdata).
 tar -C "$repo" --exclude=./.git --exclude=./build --exclude=./bin -cf - . | tar -C "$stage/psych-vm/src" -xf -
