@@ -22,9 +22,12 @@
 //     an OSError with an integer errno. A SystemExit's message is str(code).
 //   - The exit status is python's: 0, 1 for an uncaught exception, SystemExit's
 //     code (masked to 8 bits; None is 0; anything else is printed to stderr and
-//     is 1). The bootstrap exits by SystemExit after sending the result, so
-//     non-daemon threads are joined and atexit handlers run. The traceback is
-//     not printed to stderr: it is in the failure.
+//     is 1). After sending the result the bootstrap joins non-daemon
+//     threads, runs atexit handlers and flushes stdout and stderr (status 120
+//     if that fails) as python's exit does, then ends by os._exit, skipping
+//     the interpreter's teardown: __del__ of objects still alive and unflushed
+//     buffers of files the program left open are lost (see bootstrap.py).
+//     The traceback is not printed to stderr: it is in the failure.
 //   - Bindings: calling one maps positional arguments to its params in order
 //     (too many, or a name given twice, is a TypeError as in Python), encodes
 //     the arguments as JSON (a non-JSON argument, NaN or infinity is a

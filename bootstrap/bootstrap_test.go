@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -897,5 +898,253 @@ func TestLauncherSourceHash(t *testing.T) {
 	}
 	if want := strings.Fields(string(out))[0]; h != want {
 		t.Fatalf("SourceHash %s, want sha256 of bootstrap.py %s", h, want)
+	}
+}
+
+// asPython runs code as `python prog.py` and returns its stdout, stderr (the
+// file's path written "<program>") and exit status.
+func asPython(t *testing.T, code string) (stdout, stderr string, exit int) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "prog.py")
+	if err := os.WriteFile(path, []byte(code), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(python(t), "-I", "-B", path)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("python prog.py: %v", err)
+	}
+	return out.String(), strings.ReplaceAll(errOut.String(), path, "<program>"), cmd.ProcessState.ExitCode()
+}
+
+// addresses are the 0x… of reprs, which differ from run to run.
+var addresses = regexp.MustCompile(`0x[0-9a-f]+`)
+
+// TestExitMatchesPython: after the result the bootstrap ends the process
+// without python's teardown, yet what a program sees of its exit is
+// python's: non-daemon threads finish, atexit handlers and weakref.finalize
+// callbacks run, buffered output is flushed, the status is kept, and a
+// failed flush of sys.stdout is status 120.
+func TestExitMatchesPython(t *testing.T) {
+	cases := map[string]string{
+		"atexit":           "import atexit\natexit.register(print, 'second')\natexit.register(print, 'first')\nprint('main')\n",
+		"no newline":       "import sys\nprint('partial', end='')\nsys.stdout.write(' and more')\nsys.stderr.write('err')\n",
+		"weakref.finalize": "import weakref\nclass C:\n    pass\nc = C()\nweakref.finalize(c, print, 'finalized')\n",
+		"thread after the end": "import threading, time\ndef late():\n    time.sleep(0.3)\n    print('thread', end='')\n" +
+			"threading.Thread(target=late).start()\nprint('main done')\n",
+		"thread then atexit": "import atexit, threading, time\natexit.register(print, 'atexit')\n" +
+			"threading.Thread(target=lambda: (time.sleep(0.2), print('thread'))).start()\n",
+		"executor": "from concurrent.futures import ThreadPoolExecutor\nimport time\n" +
+			"ex = ThreadPoolExecutor(2)\nex.submit(lambda: (time.sleep(0.2), print('task', flush=True)))\n",
+		"daemon thread":            "import threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()\nprint('main')\n",
+		"exit 3":                   "import atexit, sys\natexit.register(print, 'bye')\nsys.exit(3)\n",
+		"exit 0":                   "import sys, threading, time\nthreading.Thread(target=lambda: (time.sleep(0.1), print('t'))).start()\nsys.exit(0)\n",
+		"exception":                "import atexit\natexit.register(print, 'bye')\nraise ValueError('v')\n",
+		"handler raises":           "import atexit\ndef bad():\n    1/0\natexit.register(print, 'still runs')\natexit.register(bad)\n",
+		"builtin handler raises":   "import atexit, os\natexit.register(os.remove, '/nonexistent/file')\n",
+		"threading shutdown fails": "import threading\ndef bad():\n    raise RuntimeError('no')\nthreading._shutdown = bad\nprint('main')\n",
+		"no unraisablehook":        "import atexit, os, sys\ndel sys.unraisablehook\natexit.register(print, 'ran')\n",
+		"program's unraisablehook": "import atexit, os, sys\nsys.unraisablehook = lambda u: print('hook', u.exc_type.__name__, u.exc_traceback)\n" +
+			"atexit.register(os.remove, '/nonexistent/file')\n",
+		"handler exits": "import atexit, sys\natexit.register(print, 'still runs')\natexit.register(sys.exit, 9)\nprint('main')\n",
+		"logging":       "import logging\nh = logging.StreamHandler(open(1, 'w', closefd=False))\nlogging.getLogger().addHandler(h)\nlogging.warning('logged')\n",
+		// multiprocessing's own atexit hook joins the child before this one runs.
+		"multiprocessing": "import atexit\natexit.register(lambda: print('exitcode', p.exitcode))\nimport multiprocessing, time\n" +
+			"def child():\n    time.sleep(0.2)\n    print('child', flush=True)\n" +
+			"p = multiprocessing.get_context('fork').Process(target=child)\np.start()\n",
+		"stdout flush fails": "import sys\nclass W:\n    def write(self, s):\n        return len(s)\n    def flush(self):\n" +
+			"        raise OSError(28, 'No space left on device')\nsys.stdout = W()\nprint('x')\n",
+		"stderr flush fails": "import sys\nclass W:\n    def write(self, s):\n        return len(s)\n    def flush(self):\n" +
+			"        raise OSError(28, 'No space left on device')\nsys.stderr = W()\nprint('x')\n",
+		"stdout closed": "import sys\nprint('x')\nsys.stdout.close()\n",
+		"ctypes printf": "import ctypes\nprint('python')\nctypes.CDLL(None).printf(b'C stdio\\n')\n",
+	}
+	for name, code := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			wantOut, wantErr, wantExit := asPython(t, code)
+			o := run(t, program{code: code})
+			gotErr := o.stderr
+			if f := o.result.Failure; f != nil && f.Type != "SystemExit" {
+				// The bootstrap sends the traceback instead of printing it.
+				gotErr = f.Traceback + gotErr
+			}
+			switch name {
+			case "handler raises":
+				// Python prints the handler's traceback from C, which cannot
+				// quote the lines of a program that has no file.
+				if !strings.Contains(gotErr, `File "<program>", line 3, in bad`) ||
+					!strings.HasSuffix(gotErr, "ZeroDivisionError: division by zero\n") {
+					t.Errorf("stderr:\n%s\npython prog.py:\n%s", gotErr, wantErr)
+				}
+				gotErr, wantErr = "", ""
+			case "stdout flush fails", "threading shutdown fails":
+				gotErr, wantErr = dropCarets(gotErr), dropCarets(wantErr)
+			}
+			if o.stdout != wantOut || addresses.ReplaceAllString(gotErr, "0x") != addresses.ReplaceAllString(wantErr, "0x") {
+				t.Errorf("stdout %q stderr %q\npython prog.py: stdout %q stderr %q", o.stdout, gotErr, wantOut, wantErr)
+			}
+			if o.exitCode != wantExit {
+				t.Errorf("exit %d, python prog.py %d", o.exitCode, wantExit)
+			}
+		})
+	}
+}
+
+// TestResultBeforeThreadsEnd: the result frame is sent before the
+// non-daemon threads are joined, and their output still arrives.
+func TestResultBeforeThreadsEnd(t *testing.T) {
+	code := "import threading, time\nthreading.Thread(target=lambda: (time.sleep(1), print('late', end=''))).start()\n6 * 7"
+	hostEnd, childEnd := socketpair(t)
+	c := startChild(t, launchArgs(t), childEnd)
+	hostEnd.SetDeadline(time.Now().Add(30 * time.Second))
+	if err := wire.NewEncoder(hostEnd, 0).Encode(&wire.Start{V: wire.Version, Code: code}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := wire.NewDecoder(hostEnd, 0).Next()
+	if err != nil {
+		t.Fatalf("read result: %v", err)
+	}
+	if r, ok := m.(*wire.Result); !ok || string(r.Value) != "42" {
+		t.Fatalf("frame %+v", m)
+	}
+	// The thread sleeps on: the interpreter has not exited (nor is it a zombie).
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid)); err != nil || strings.Contains(string(stat), ") Z ") {
+		t.Fatalf("the interpreter ended before its thread: %q %v", stat, err)
+	}
+	o := &outcome{}
+	c.wait(t, o)
+	if o.stdout != "late" || o.exitCode != 0 {
+		t.Errorf("stdout %q exit %d, stderr %q", o.stdout, o.exitCode, o.stderr)
+	}
+}
+
+// rawReplies runs code with echoBinding and answers the i-th call (ids
+// count from 1) with the pieces replies[i] returns, written as they are, a
+// pause between two: the host's side of the framing, byte by byte. With
+// shut, the host then shuts its end for writing.
+func rawReplies(t *testing.T, code string, shut bool, replies ...func(id uint64) []string) *outcome {
+	t.Helper()
+	hostEnd, childEnd := socketpair(t)
+	c := startChild(t, launchArgs(t), childEnd)
+	hostEnd.SetDeadline(time.Now().Add(20 * time.Second))
+	start := &wire.Start{V: wire.Version, Code: code, Bindings: echoBinding, MaxFrame: 1 << 16}
+	if err := wire.NewEncoder(hostEnd, 0).Encode(start); err != nil {
+		t.Fatal(err)
+	}
+	dec := wire.NewDecoder(hostEnd, 0)
+	o := &outcome{}
+	for {
+		m, err := dec.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("read frame: %v", err)
+		}
+		switch m := m.(type) {
+		case *wire.Call:
+			if len(o.calls) >= len(replies) {
+				t.Fatalf("call %d unexpected", m.ID)
+			}
+			for i, piece := range replies[len(o.calls)](m.ID) {
+				if i > 0 {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if _, err := hostEnd.Write([]byte(piece)); err != nil {
+					t.Fatalf("write reply: %v", err)
+				}
+			}
+			if shut {
+				unix.Shutdown(int(hostEnd.Fd()), unix.SHUT_WR)
+			}
+			o.calls = append(o.calls, m)
+		case *wire.Result:
+			o.result = m
+		}
+	}
+	c.wait(t, o)
+	if o.result == nil {
+		t.Fatalf("no result frame; exit %d, stderr:\n%s", o.exitCode, o.stderr)
+	}
+	return o
+}
+
+func frameOf(body string) string {
+	n := len(body)
+	return string([]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}) + body
+}
+
+// TestReplyFraming: a reply is a reply however it arrives (in pieces, with
+// whitespace around its JSON, as large as the cap, with the next one), and
+// a reply that breaks the framing breaks the channel, whichever read it
+// arrives in.
+func TestReplyFraming(t *testing.T) {
+	const code = "out = []\nfor _ in range(2):\n    try:\n        v = echo(1)\n        out.append(len(v) if isinstance(v, str) else v)\n" +
+		"    except BindingError as e:\n        out.append(str(e))\nout"
+	reply := func(id uint64, v string) string { return fmt.Sprintf(`{"type":"reply","id":%d,"value":%s}`, id, v) }
+	whole := func(v string) func(uint64) []string {
+		return func(id uint64) []string { return []string{frameOf(reply(id, v))} }
+	}
+	cut := func(v string, at ...int) func(uint64) []string {
+		return func(id uint64) []string {
+			f, pieces, last := frameOf(reply(id, v)), []string{}, 0
+			for _, a := range at {
+				pieces, last = append(pieces, f[last:a]), a
+			}
+			return append(pieces, f[last:])
+		}
+	}
+	raw := func(s string) func(uint64) []string { return func(uint64) []string { return []string{s} } }
+	big := `"` + strings.Repeat("x", 1<<16-34) + `"` // the reply to call 1 is the cap: more than one read
+	cases := []struct {
+		name    string
+		shut    bool
+		replies []func(uint64) []string
+		want    []string // a value as JSON, or what the BindingError says
+	}{
+		{"one read", false, []func(uint64) []string{whole(`1`), whole(`2`)}, []string{`1`, `2`}},
+		{"header apart", false, []func(uint64) []string{cut(`1`, 2, 4), whole(`2`)}, []string{`1`, `2`}},
+		{"body in pieces", false, []func(uint64) []string{cut(`[1,2]`, 10), whole(`3`)}, []string{`[1,2]`, `3`}},
+		{"whitespace", false, []func(uint64) []string{
+			func(id uint64) []string { return []string{frameOf(" \n" + reply(id, `{"a": 1}`) + " \t")} }, whole(`2`),
+		}, []string{`{"a":1}`, `2`}},
+		{"large", false, []func(uint64) []string{whole(big), whole(`2`)}, []string{fmt.Sprint(len(big) - 2), `2`}},
+		{"two at once", false, []func(uint64) []string{
+			func(id uint64) []string { return []string{frameOf(reply(id, `1`)) + frameOf(reply(id+1, `2`))} },
+			func(uint64) []string { return nil },
+		}, []string{`1`, `2`}},
+		{"over the cap", false, []func(uint64) []string{raw("\x00\x01\x00\x01{}")}, []string{"frame of 65537 bytes, cap 65536", "broken"}},
+		{"empty frame", false, []func(uint64) []string{raw("\x00\x00\x00\x00")}, []string{"frame of 0 bytes", "broken"}},
+		{"not json", false, []func(uint64) []string{whole(`1} x`)}, []string{"extra data", "broken"}},
+		{"not utf-8", false, []func(uint64) []string{whole("\"\xff\"")}, []string{"codec can't decode", "broken"}},
+		{"not an object", false, []func(uint64) []string{raw(frameOf(`[1]`))}, []string{"not a JSON object with a type", "broken"}},
+		{"another id", false, []func(uint64) []string{raw(frameOf(reply(7, `1`)))}, []string{"expected the reply to call 1", "broken"}},
+		{"cut short", true, []func(uint64) []string{func(id uint64) []string { return []string{frameOf(reply(id, `1`))[:9]} }},
+			[]string{"the channel ended inside a frame", "broken"}},
+		{"closed", true, []func(uint64) []string{func(uint64) []string { return nil }}, []string{"the host closed the channel", "broken"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			o := rawReplies(t, code, c.shut, c.replies...)
+			var got []json.RawMessage
+			if err := json.Unmarshal(o.result.Value, &got); err != nil || len(got) != 2 {
+				t.Fatalf("value %s (failure %+v)", o.result.Value, o.result.Failure)
+			}
+			for i, w := range c.want {
+				var s string
+				if json.Unmarshal(got[i], &s) == nil && !strings.HasPrefix(w, `"`) {
+					if !strings.Contains(s, w) {
+						t.Errorf("call %d: %q, want it to say %q", i+1, s, w)
+					}
+					continue
+				}
+				jsonEqual(t, got[i], w)
+			}
+		})
 	}
 }

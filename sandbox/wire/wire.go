@@ -8,15 +8,25 @@
 // The decoder is written for hostile input: any byte sequence yields a frame
 // or an error wrapping one of the sentinel errors below, never a panic, and
 // never an allocation beyond the cap.
+//
+// A binding call's round trip is on the program's critical path, so its two
+// frames skip encoding/json's reflection: the decoder parses a call frame in
+// the bootstrap's own form by hand, and the encoder writes a reply whose
+// value needs no compacting or escaping as it is. Both give exactly what the
+// general path gives (TestBootstrapCallMatchesUnmarshal,
+// TestReplyFastPathMatchesMarshal, FuzzFastPaths); anything else takes the
+// general path.
 package wire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 
 	"github.com/psych-runtime/psych/sandbox"
 )
@@ -125,6 +135,9 @@ func NewEncoder(w io.Writer, maxFrame int) *Encoder {
 
 // Encode writes m (*Start, *Call, *Reply or *Result) as one frame.
 func (e *Encoder) Encode(m any) error {
+	if r, ok := m.(*Reply); ok && r.Error == nil && verbatim(r.Value) {
+		return e.writeReply(r)
+	}
 	body, err := Marshal(m)
 	if err != nil {
 		return err
@@ -143,6 +156,50 @@ func (e *Encoder) WriteBody(body []byte) error {
 		return fmt.Errorf("write frame: %w", err)
 	}
 	return nil
+}
+
+// writeReply writes a reply with a value and no error, built in place: the
+// bytes Marshal would make (see verbatim), without its reflection.
+func (e *Encoder) writeReply(r *Reply) error {
+	e.buf = append(e.buf[:0], 0, 0, 0, 0)
+	e.buf = append(e.buf, `{"type":"reply","id":`...)
+	e.buf = strconv.AppendUint(e.buf, r.ID, 10)
+	e.buf = append(e.buf, `,"value":`...)
+	if r.Value == nil {
+		e.buf = append(e.buf, "null"...)
+	} else {
+		e.buf = append(e.buf, r.Value...)
+	}
+	e.buf = append(e.buf, '}')
+	n := len(e.buf) - 4
+	if n > e.maxFrame {
+		return fmt.Errorf("encode frame: %d bytes over the %d-byte cap: %w", n, e.maxFrame, ErrFrameTooLarge)
+	}
+	binary.BigEndian.PutUint32(e.buf, uint32(n))
+	if _, err := e.w.Write(e.buf); err != nil {
+		return fmt.Errorf("write frame: %w", err)
+	}
+	return nil
+}
+
+// verbatim reports whether json.Marshal writes the raw value v unchanged:
+// nil (null), or valid JSON with no whitespace to compact away and nothing
+// it escapes (<, >, &, U+2028, U+2029). Anything else takes Marshal's way.
+func verbatim(v json.RawMessage) bool {
+	if v == nil {
+		return true
+	}
+	for i, c := range v {
+		switch c {
+		case ' ', '\t', '\n', '\r', '<', '>', '&':
+			return false
+		case 0xE2:
+			if i+2 < len(v) && v[i+1] == 0x80 && v[i+2]&^1 == 0xA8 {
+				return false
+			}
+		}
+	}
+	return json.Valid(v)
 }
 
 // Marshal returns the JSON body of m, with its type field.
@@ -209,7 +266,56 @@ func (d *Decoder) Next() (any, error) {
 		}
 		return nil, fmt.Errorf("read %d-byte frame: %w", n, err)
 	}
+	if c := bootstrapCall(body); c != nil {
+		return c, nil // its Args share body, which is the call's alone
+	}
 	return Unmarshal(body)
+}
+
+// bootstrapCall parses a call frame in the one form the bootstrap writes,
+// {"type":"call","id":ID,"name":"NAME","args":{...}}, with a decimal ID that
+// fits a uint64, a NAME of printable ASCII without escapes, and args a valid
+// JSON object: what Unmarshal would return for it, with Args a slice of
+// body. For any other body it returns nil, and Unmarshal decides.
+func bootstrapCall(body []byte) *Call {
+	rest, ok := bytes.CutPrefix(body, []byte(`{"type":"call","id":`))
+	if !ok {
+		return nil
+	}
+	var id uint64
+	i := 0
+	for ; i < len(rest) && '0' <= rest[i] && rest[i] <= '9'; i++ {
+		d := uint64(rest[i] - '0')
+		if id > (math.MaxUint64-d)/10 {
+			return nil // overflows: Unmarshal's error
+		}
+		id = id*10 + d
+	}
+	if i == 0 || i > 1 && rest[0] == '0' {
+		return nil
+	}
+	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`,"name":"`)); !ok {
+		return nil
+	}
+	i = 0
+	for ; i < len(rest) && rest[i] != '"'; i++ {
+		if rest[i] < 0x20 || rest[i] > 0x7e || rest[i] == '\\' {
+			return nil
+		}
+	}
+	if i == 0 || i == len(rest) {
+		return nil
+	}
+	name := string(rest[:i])
+	args, ok := bytes.CutPrefix(rest[i+1:], []byte(`,"args":`))
+	if !ok || len(args) < 3 || args[0] != '{' || args[len(args)-1] != '}' {
+		return nil
+	}
+	args = args[:len(args)-1]
+	if args[len(args)-1] != '}' || !json.Valid(args) {
+		return nil // whitespace after args, or more keys after it
+	}
+	return &Call{ID: id, Name: name, Args: args}
 }
 
 // Unmarshal decodes one frame body and checks its shape.

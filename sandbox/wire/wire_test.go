@@ -165,3 +165,98 @@ func FuzzDecoder(f *testing.F) {
 		}
 	})
 }
+
+// The decoder's and the encoder's fast paths must give exactly what the
+// general ones give, for every input they take.
+var fastSeeds = []string{
+	`{"type":"call","id":1,"name":"echo","args":{"a":1}}`,
+	`{"type":"call","id":0,"name":"x","args":{}}`,
+	`{"type":"call","id":18446744073709551615,"name":"x","args":{}}`,
+	`{"type":"call","id":18446744073709551616,"name":"x","args":{}}`,
+	`{"type":"call","id":01,"name":"x","args":{}}`,
+	`{"type":"call","id":1,"name":"x","args":{"a":1},"id":2}`,
+	`{"type":"call","id":1,"name":"x","args":{"a":1} }`,
+	`{"type":"call","id":1,"name":"x","args":{"a":"<&\u2028>"}}`,
+	`{"type":"call","id":1,"name":"x","args":{"a":[1, 2]}}`,
+	`{"type":"call","id":1,"name":"x","args":[1]}`,
+	`{"type":"call","id":1,"name":"x","args":null}`,
+	`{"type":"call","id":1,"name":"","args":{}}`,
+	`{"type":"call","id":1,"name":"a\"b","args":{}}`,
+	`{"type":"call","id":1,"name":"é","args":{}}`,
+	`{"type":"call","id":1,"name":"x","args":{"a":"` + "\xff" + `"}}`,
+	`{"type":"call","id":1.5,"name":"x","args":{}}`,
+	`{"type":"call","id":1,"name":"x","args":{}}}`,
+	`{"type":"call","id":1,"name":"x","args":{"a":{}}`,
+}
+
+func TestBootstrapCallMatchesUnmarshal(t *testing.T) {
+	for _, s := range fastSeeds {
+		checkBootstrapCall(t, []byte(s))
+	}
+	if c := bootstrapCall([]byte(fastSeeds[0])); c == nil || c.ID != 1 || c.Name != "echo" || string(c.Args) != `{"a":1}` {
+		t.Fatalf("the bootstrap's own call frame is not on the fast path: %+v", c)
+	}
+}
+
+func checkBootstrapCall(t *testing.T, body []byte) {
+	t.Helper()
+	c := bootstrapCall(body)
+	if c == nil {
+		return
+	}
+	m, err := Unmarshal(body)
+	if err != nil {
+		t.Fatalf("%q: fast path took %+v, Unmarshal: %v", body, c, err)
+	}
+	if u, ok := m.(*Call); !ok || u.ID != c.ID || u.Name != c.Name || !bytes.Equal(u.Args, c.Args) {
+		t.Fatalf("%q: fast path %+v (%s), Unmarshal %+v", body, c, c.Args, m)
+	}
+}
+
+func TestReplyFastPathMatchesMarshal(t *testing.T) {
+	values := []string{"", "null", `{"i":1}`, `{"i": 1}`, `"<"`, `"a&b"`, `"` + "\u2028" + `"`, `"` + "\u2029" + `"`,
+		"\"\xe2\x80\"", `[1,2,{"a":[]}]`, `{"a":}`, "\"\xff\"", `1e5`, `-0`, `"\u00e9"`}
+	for _, v := range values {
+		checkReply(t, &Reply{ID: 42, Value: json.RawMessage(v)})
+	}
+	checkReply(t, &Reply{ID: 1})
+	checkReply(t, &Reply{ID: 1, Value: json.RawMessage{}})
+}
+
+func checkReply(t *testing.T, r *Reply) {
+	t.Helper()
+	var fast bytes.Buffer
+	fastErr := NewEncoder(&fast, 0).Encode(r)
+	body, err := Marshal(r)
+	var slow bytes.Buffer
+	if err == nil {
+		err = NewEncoder(&slow, 0).WriteBody(body)
+	}
+	if (fastErr == nil) != (err == nil) || !bytes.Equal(fast.Bytes(), slow.Bytes()) {
+		t.Fatalf("value %q: Encode %q (%v), Marshal %q (%v)", r.Value, fast.Bytes(), fastErr, slow.Bytes(), err)
+	}
+}
+
+func TestReplyFastPathCap(t *testing.T) {
+	var buf bytes.Buffer
+	err := NewEncoder(&buf, 40).Encode(&Reply{ID: 1, Value: json.RawMessage(`"` + strings.Repeat("x", 20) + `"`)})
+	if !errors.Is(err, ErrFrameTooLarge) || buf.Len() != 0 {
+		t.Fatalf("err %v, wrote %d bytes", err, buf.Len())
+	}
+	if err := NewEncoder(&buf, 40).Encode(&Reply{ID: 1, Value: json.RawMessage(`"x"`)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func FuzzFastPaths(f *testing.F) {
+	for _, s := range fastSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkBootstrapCall(t, data)
+		if i := bytes.Index(data, []byte(`"args":`)); i >= 0 {
+			checkReply(t, &Reply{ID: uint64(len(data)), Value: json.RawMessage(data[i+7:])})
+		}
+		checkReply(t, &Reply{ID: 7, Value: json.RawMessage(data)})
+	})
+}
