@@ -444,6 +444,14 @@ static void do_mounts(struct plan *pl)
 			if (mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 				fail(errno, "mount proc %s", m->target);
 			break;
+		case PSYCH_MNT_DEVPTS:
+			// Mountable in a user namespace (FS_USERNS_MOUNT); its
+			// superblock allows device nodes there, which a nodev mount
+			// would refuse again.
+			mountpoint(path, 1);
+			if (mount("devpts", path, "devpts", MS_NOSUID | MS_NOEXEC, m->data) < 0)
+				fail(errno, "mount devpts %s", m->target);
+			break;
 		default:
 			fail(EINVAL, "mount: unknown kind %u", m->kind);
 		}

@@ -53,6 +53,7 @@ const (
 	MountBind      = C.PSYCH_MNT_BIND
 	MountTmpfs     = C.PSYCH_MNT_TMPFS
 	MountProc      = C.PSYCH_MNT_PROC
+	MountDevpts    = C.PSYCH_MNT_DEVPTS
 	MountRecursive = C.PSYCH_MNT_RECURSIVE
 
 	SyncUserns = C.PSYCH_SYNC_USERNS

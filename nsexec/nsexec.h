@@ -119,6 +119,7 @@
 #define PSYCH_MNT_BIND 4    /* fd, or source path cloned by the init; attr */
 #define PSYCH_MNT_TMPFS 5   /* data is the tmpfs options; attr NOEXEC honoured */
 #define PSYCH_MNT_PROC 6
+#define PSYCH_MNT_DEVPTS 7 /* data is the devpts options: a new instance, never the host's */
 
 #define PSYCH_MNT_RECURSIVE 1
 

@@ -17,6 +17,11 @@ const (
 	LimitProcessCount      LimitName = "process_count"
 	LimitWallSeconds       LimitName = "wall_seconds"
 	LimitMemoryBytes       LimitName = "memory_bytes"
+	// LimitTmpBytes is the backend's TmpBytes: the size of the program's
+	// /tmp and /dev/shm tmpfs. A write into a full tmpfs through a file
+	// is an ordinary ENOSPC; through a shared mapping it is a SIGBUS,
+	// which is this limit when the host finds the tmpfs at its cap.
+	LimitTmpBytes LimitName = "tmp_bytes"
 )
 
 // MarshalJSON encodes the empty name as null.
@@ -63,9 +68,29 @@ type Limits struct {
 	// Zero in a merged Limits means AddressSpaceBytes, so that a single
 	// process still meets MemoryError first.
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	// StackBytes is RLIMIT_STACK: how far the main thread's stack may
+	// grow, and, because glibc takes its default thread stack size from
+	// RLIMIT_STACK's soft value, the address space each new thread
+	// reserves for its stack. The default, 4 MiB, lets ProcessCount
+	// threads fit in the default address space (64 × 4 MiB is half of
+	// 512 MiB; at Linux's usual 8 MiB a program runs out of address space
+	// near 54 threads), and still lets CPython 3.11 reach its recursion
+	// limit with a RecursionError rather than a segfault, also through C
+	// code such as sorted(key=...), which 2 MiB does not. Raising it, or
+	// ProcessCount, means raising AddressSpaceBytes with it. Never a
+	// LimitHit: a stack overflow is a SIGSEGV with no evidence of which
+	// limit caused it.
+	StackBytes int64 `json:"stack_bytes,omitempty"`
+	// OpenFiles is RLIMIT_NOFILE, the open file descriptors of each
+	// process. Never a LimitHit: EMFILE is an ordinary error the program
+	// sees. No sandbox can raise it past the host's own hard
+	// RLIMIT_NOFILE (that takes CAP_SYS_RESOURCE, which the run never
+	// has), so Validate refuses a larger value, and the default is 1024 or
+	// the host's hard limit where that is lower.
+	OpenFiles int `json:"open_files,omitempty"`
 }
 
-// DefaultLimits are the defaults of DESIGN.md §2.
+// DefaultLimits are the defaults of DESIGN.md §2, with psych's StackBytes.
 func DefaultLimits() Limits {
 	return Limits{
 		CPUSeconds:        10,
@@ -73,6 +98,8 @@ func DefaultLimits() Limits {
 		FileSizeBytes:     10 << 20,
 		ProcessCount:      64,
 		WallSeconds:       30,
+		StackBytes:        4 << 20,
+		OpenFiles:         int(min(1024, hostOpenFilesMax())),
 	}
 }
 
@@ -96,6 +123,12 @@ func (l Limits) Merge(defaults Limits) Limits {
 	if l.MemoryBytes == 0 {
 		l.MemoryBytes = defaults.MemoryBytes
 	}
+	if l.StackBytes == 0 {
+		l.StackBytes = defaults.StackBytes
+	}
+	if l.OpenFiles == 0 {
+		l.OpenFiles = defaults.OpenFiles
+	}
 	if l.MemoryBytes == 0 {
 		l.MemoryBytes = l.AddressSpaceBytes
 	}
@@ -106,24 +139,39 @@ func (l Limits) Merge(defaults Limits) Limits {
 // time.Duration and an rlimit without overflow.
 const maxLimitSeconds = 7 * 24 * 3600
 
-// Validate checks a merged Limits: every field positive and in range. It
-// returns an error wrapping ErrInvalidRequest.
+// The smallest stack and file table a run may ask for: a floor against a
+// value given in the wrong unit, well below what a program needs (the
+// interpreter, its bootstrap and a thread run with 256 KiB and 16 files).
+const (
+	minStackBytes = 256 << 10
+	minOpenFiles  = 16
+)
+
+// Validate checks a merged Limits: every field positive and in range, the
+// stack no larger than the address space, and OpenFiles no more than the
+// host's own hard RLIMIT_NOFILE (hostOpenFilesMax). It returns an error
+// wrapping ErrInvalidRequest.
 func (l Limits) Validate() error {
 	checks := []struct {
-		name LimitName
+		name string
 		ok   bool
 	}{
-		{LimitCPUSeconds, l.CPUSeconds > 0 && l.CPUSeconds <= maxLimitSeconds},
-		{LimitAddressSpaceBytes, l.AddressSpaceBytes >= 16<<20},
-		{LimitFileSizeBytes, l.FileSizeBytes > 0},
-		{LimitProcessCount, l.ProcessCount > 0 && l.ProcessCount <= 1<<20},
-		{LimitWallSeconds, l.WallSeconds > 0 && l.WallSeconds <= maxLimitSeconds},
-		{LimitMemoryBytes, l.MemoryBytes >= 16<<20},
+		{string(LimitCPUSeconds), l.CPUSeconds > 0 && l.CPUSeconds <= maxLimitSeconds},
+		{string(LimitAddressSpaceBytes), l.AddressSpaceBytes >= 16<<20},
+		{string(LimitFileSizeBytes), l.FileSizeBytes > 0},
+		{string(LimitProcessCount), l.ProcessCount > 0 && l.ProcessCount <= 1<<20},
+		{string(LimitWallSeconds), l.WallSeconds > 0 && l.WallSeconds <= maxLimitSeconds},
+		{string(LimitMemoryBytes), l.MemoryBytes >= 16<<20},
+		{"stack_bytes", l.StackBytes >= minStackBytes && l.StackBytes <= l.AddressSpaceBytes},
+		{"open_files", l.OpenFiles >= minOpenFiles},
 	}
 	for _, c := range checks {
 		if !c.ok {
 			return fmt.Errorf("limit %s out of range in %+v: %w", c.name, l, ErrInvalidRequest)
 		}
+	}
+	if hard := hostOpenFilesMax(); uint64(l.OpenFiles) > hard {
+		return fmt.Errorf("limit open_files %d exceeds this host's own hard RLIMIT_NOFILE, %d, which no run can be given more than: %w", l.OpenFiles, hard, ErrInvalidRequest)
 	}
 	return nil
 }

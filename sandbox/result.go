@@ -54,6 +54,12 @@ type Usage struct {
 	// PeakProcesses is the most processes and threads the program had at
 	// once, the sandbox's own init not counted.
 	PeakProcesses int64 `json:"peak_processes"`
+	// OOMKills counts the run's processes that the kernel's OOM killer
+	// ended at the memory limit. A run whose result arrived first
+	// completed, and reports its OOM kills only here (LimitHit is not
+	// memory_bytes); one that ended without its result has LimitHit
+	// memory_bytes. Zero where the run had no memory cgroup.
+	OOMKills int64 `json:"oom_kills"`
 }
 
 // Evidence behind a LimitHit.

@@ -9,6 +9,11 @@ command -v gcc >/dev/null || need+=(gcc)
 # cgo: the seccomp package compiles its filter with libseccomp.
 [ -f /usr/include/seccomp.h ] || need+=(libseccomp-dev)
 command -v pkg-config >/dev/null || need+=(pkg-config)
+# The trust store the subprocess backend's view binds read-only (the
+# contract's TrustStore case: ssl's default context must load CAs).
+[ -f /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
+[ -f /etc/services ] && [ -f /etc/protocols ] || need+=(netbase) # the view binds them
+[ -d /usr/lib/python3.11/test/libregrtest ] || need+=(libpython3.11-testsuite) # test/cpython: CPython's own tests
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then

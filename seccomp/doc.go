@@ -44,6 +44,17 @@
 //   - ioctl TIOCSTI and TIOCLINUX (terminal input injection): EPERM. Only the
 //     low 32 bits of the command are compared, because that is all the
 //     kernel reads; every other ioctl is allowed, as in Docker.
+//   - setuid, setgid, setreuid, setregid, setresuid, setresgid, setfsuid
+//     and setfsgid naming id 0 in any argument: EPERM (the low 32 bits are
+//     compared, as the kernel reads a uid_t). No run's own id is 0 on any
+//     backend, and a process without capabilities could never take it; but
+//     inside a user namespace, where 0 is not mapped, the kernel answers
+//     EINVAL, and programs and CPython's tests expect EPERM. Every other id
+//     is the kernel's to refuse. Policy.ConfineIDs goes further for a
+//     backend that knows its run's ids: only those ids, or -1, pass, so an
+//     unmapped id of any value is EPERM too. setgroups needs no rule: the
+//     kernel refuses it with EPERM to a process without CAP_SETGID before
+//     it looks at the groups.
 //   - socket is an allowlist of domains: AF_UNIX, AF_INET, AF_INET6, and
 //     AF_NETLINK with protocol NETLINK_ROUTE only (glibc's getaddrinfo and
 //     CPython's socket.if_nameindex need it). Everything else, AF_PACKET,

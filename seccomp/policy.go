@@ -244,6 +244,21 @@ func Default() *Policy {
 
 	p.Deny = []Rule{
 		{
+			Names:   []string{"setuid", "setgid", "setfsuid", "setfsgid", "setreuid", "setregid", "setresuid", "setresgid"},
+			Conds:   []Cond{{Arg: 0, Op: OpMaskedEqual, Mask: lowWord, Value: 0}},
+			Comment: "psych: id 0 is no run's own; unmapped in a user namespace it would be EINVAL, not EPERM",
+		},
+		{
+			Names:   []string{"setreuid", "setregid", "setresuid", "setresgid"},
+			Conds:   []Cond{{Arg: 1, Op: OpMaskedEqual, Mask: lowWord, Value: 0}},
+			Comment: "psych: id 0 is no run's own (second id)",
+		},
+		{
+			Names:   []string{"setresuid", "setresgid"},
+			Conds:   []Cond{{Arg: 2, Op: OpMaskedEqual, Mask: lowWord, Value: 0}},
+			Comment: "psych: id 0 is no run's own (saved id)",
+		},
+		{
 			Names:   []string{"ioctl"},
 			Conds:   []Cond{{Arg: 1, Op: OpMaskedEqual, Mask: lowWord, Value: tiocsti}},
 			Comment: "TIOCSTI pushes input into a terminal another process reads",
@@ -287,4 +302,70 @@ func Default() *Policy {
 		},
 	)
 	return p
+}
+
+// The calls that change a process's uids and gids, and how many ids each
+// names (setuid one; setreuid real and effective; setresuid real,
+// effective and saved). setgroups is not among them: it names its groups
+// behind a pointer, and without CAP_SETGID, which no run has, the kernel
+// refuses every call with EPERM before it reads them.
+var (
+	uidCalls = map[string]int{"setuid": 1, "setfsuid": 1, "setreuid": 2, "setresuid": 3}
+	gidCalls = map[string]int{"setgid": 1, "setfsgid": 1, "setregid": 2, "setresgid": 3}
+)
+
+// unchangedID is -1 as a uid_t or gid_t: "leave this id as it is".
+const unchangedID = 0xffffffff
+
+// ConfineIDs lets the id-changing calls name only the ids a run already
+// has: uid for setuid, setreuid, setresuid and setfsuid, gid for their gid
+// twins, or -1 ("unchanged") where the call takes it (setre*id, setres*id;
+// setfs*id(-1) is the query idiom). Any other id fails with DeniedErrno.
+// Only the low 32 bits of each argument are compared, as the kernel reads
+// a uid_t, so a sign-extended -1 is -1.
+//
+// A process without capabilities whose ids are all uid and gid can change
+// to nothing else anyway; what this changes is the errno. Inside a user
+// namespace an id that is not mapped fails with EINVAL, where programs and
+// CPython's own tests expect EPERM for an id they may not take; with this
+// every refused id is EPERM. Default denies id 0 in the Deny rules for any
+// run; this is for a backend that knows its run's ids (a user namespace
+// mapping the program to uid and gid). The rules are Allow rules, so OCI
+// renders them: the engine's filter and psych's own agree.
+func (p *Policy) ConfineIDs(uid, gid uint32) {
+	for i := range p.Allow {
+		p.Allow[i].Names = slices.DeleteFunc(slices.Clone(p.Allow[i].Names), func(n string) bool {
+			_, u := uidCalls[n]
+			_, g := gidCalls[n]
+			return u || g
+		})
+	}
+	p.Allow = slices.DeleteFunc(p.Allow, func(r Rule) bool { return len(r.Names) == 0 })
+	add := func(calls map[string]int, own uint32, what string) {
+		for _, name := range slices.Sorted(maps.Keys(calls)) {
+			n := calls[name]
+			values := []uint64{uint64(own), unchangedID}
+			if name == "setuid" || name == "setgid" {
+				values = values[:1] // -1 is no id to set
+			}
+			// Every combination of the allowed values over the call's
+			// arguments: one rule each, as a rule compares an argument once.
+			combos := [][]Cond{nil}
+			for arg := range n {
+				var next [][]Cond
+				for _, c := range combos {
+					for _, v := range values {
+						next = append(next, append(slices.Clone(c), Cond{Arg: uint(arg), Op: OpMaskedEqual, Mask: lowWord, Value: v}))
+					}
+				}
+				combos = next
+			}
+			for _, c := range combos {
+				p.Allow = append(p.Allow, Rule{Names: []string{name}, Conds: c,
+					Comment: fmt.Sprintf("psych: %s only to the run's own %s %d or -1", name, what, own)})
+			}
+		}
+	}
+	add(uidCalls, uid, "uid")
+	add(gidCalls, gid, "gid")
 }

@@ -88,8 +88,9 @@ type runFlags struct {
 	backend, engine, image, containerPython        string
 	env                                            stringList
 	cpu, wall                                      float64
-	processes                                      int
+	processes, openFiles                           int
 	addressSpace, fileSize, memory, maxOutput      byteSize
+	stack                                          byteSize
 }
 
 func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -102,6 +103,8 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&f.fileSize, "file-size", "largest file the program may write (default 10MiB)")
 	fs.Var(&f.memory, "memory", "resident memory of the whole run, all processes together (default: the address-space limit)")
 	fs.IntVar(&f.processes, "processes", 0, "processes and threads (default 64)")
+	fs.Var(&f.stack, "stack", "RLIMIT_STACK: the main thread's stack and each thread's (default 4MiB, so that 64 threads fit in 512MiB)")
+	fs.IntVar(&f.openFiles, "open-files", 0, "open file descriptors per process, RLIMIT_NOFILE (default 1024; at most the host's own hard limit)")
 	fs.Float64Var(&f.wall, "wall-seconds", 0, "wall-clock limit in seconds (default 30)")
 	fs.BoolVar(&f.network, "network", false, "grant the program the host's network (it then shares the host's network namespace)")
 	fs.BoolVar(&f.demoTools, "demo-tools", false, "offer the demo tools echo(**kw), sleep(seconds), fail(message) and the destructive remove_file(path), which acts in a demo directory of its own")
@@ -123,7 +126,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "psych run: %v\n", err)
 		return exitUsage
 	}
-	if f.cpu < 0 || f.wall < 0 || f.processes < 0 {
+	if f.cpu < 0 || f.wall < 0 || f.processes < 0 || f.openFiles < 0 {
 		fmt.Fprint(stderr, "psych run: limits must not be negative\n")
 		return exitUsage
 	}
@@ -172,6 +175,8 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			ProcessCount:      f.processes,
 			WallSeconds:       f.wall,
 			MemoryBytes:       int64(f.memory),
+			StackBytes:        int64(f.stack),
+			OpenFiles:         f.openFiles,
 		},
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

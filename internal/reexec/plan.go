@@ -57,6 +57,8 @@ const (
 	Bind    MountKind = nsexec.MountBind
 	Tmpfs   MountKind = nsexec.MountTmpfs
 	Proc    MountKind = nsexec.MountProc
+	// Devpts mounts a new devpts instance, Data its options.
+	Devpts MountKind = nsexec.MountDevpts
 )
 
 // Mount is one step of the mount plan. Target is absolute inside the new

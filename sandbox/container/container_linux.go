@@ -86,10 +86,18 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 			s.eng.close()
 		}
 	}()
-	if s.filter, err = seccomp.DefaultFilter(); err != nil {
+	// The id-changing calls may name only the run's own ids (any other is
+	// EPERM): the engine's rendering and psych's own filter agree.
+	ids := *s.cfg.RunAs
+	if s.eng.userNS() {
+		ids = IDs{UID: host.SandboxUID, GID: host.SandboxGID}
+	}
+	pol := seccomp.Default()
+	pol.ConfineIDs(ids.UID, ids.GID)
+	if s.filter, err = pol.Compile(); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	if s.oci, err = seccomp.Default().OCI(); err != nil {
+	if s.oci, err = pol.OCI(); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	s.scopes = host.LandlockScopes()
@@ -308,7 +316,7 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 		tmpBytes: s.cfg.TmpBytes, tmpInodes: s.cfg.TmpInodes,
 		memoryBytes: limits.MemoryBytes,
 		pids:        int64(limits.ProcessCount) + 1, // the init is one of the run's tasks
-		rlimits:     ociRlimits(),
+		rlimits:     ociRlimits(limits),
 		seccomp:     s.oci,
 		seccompFile: filepath.Join(s.boot.dir, "seccomp.json"),
 		empty:       filepath.Join(s.boot.dir, "empty"),
@@ -338,6 +346,7 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	})
 	if err := r.connect(ctx, syncL, wireL, outer); err != nil {
 		r.killAll()
+		r.release()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -346,8 +355,12 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	r.attest()
 	if err := r.floor(); err != nil {
 		r.killAll()
+		r.release()
 		return nil, err
 	}
+	// The container's /tmp and /dev/shm, held open to be read after the run.
+	tmp := host.WatchTmpfs(r.proc.InterpPID)
+	defer tmp.Close()
 
 	var exit reexec.Exit
 	exited := make(chan struct{})
@@ -377,15 +390,19 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	e := host.Begin(ctx, setup)
 	cancelled := e.Supervise(ctx)
 	usage := e.Usage(sandbox.Usage{}, 1) // the init is not the program's
-	r.wire.Close()
 	if r.cg != nil {
 		r.cg.Remove() // nothing of the run runs on
 	}
+	// The wire is read to its end: a result the program sent just before it
+	// exited is still in the socket. With every process gone its peer is
+	// closed; the deadline bounds a straggler that holds it (no cgroup).
+	r.wire.SetReadDeadline(time.Now().Add(2 * time.Second))
 	// The output is complete once the engine has copied the dead
 	// container's streams.
 	r.task.waitOutput(ctx)
 	closeWriters()
 	e.Finish()
+	r.wire.Close()
 	if cancelled != nil {
 		return nil, cancelled
 	}
@@ -397,7 +414,8 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 		}
 	}
 	iso := r.iso
-	res = e.Result(host.Outcome{Status: status, Usage: usage, NetworkDenied: r.netOK, Isolation: &iso})
+	res = e.Result(host.Outcome{Status: status, Usage: usage, NetworkDenied: r.netOK, Isolation: &iso, TmpFull: tmp.Full()})
+	tmp.Close()
 	if lost.Load() && !e.Reported() {
 		return nil, fmt.Errorf("%w: %s lost the container during the run; a later New reaps what is left", sandbox.ErrHostFault, s.eng.name())
 	}
@@ -589,6 +607,14 @@ func (r *run) freeze(frozen bool) error {
 	return r.task.pause(ctx, frozen)
 }
 
+// release waits for a killed init's sync socket to end (bounded by the
+// setup deadline) and closes its pidfd, on a path that never reaches Wait.
+func (r *run) release() {
+	if r.proc != nil {
+		r.proc.Wait()
+	}
+}
+
 // plan is what the init carries out in the container: the rlimits, the
 // drop to the run ids (a no-op: the engine started it as them), Landlock,
 // psych's own seccomp filter over the engine's, and the interpreter.
@@ -619,26 +645,29 @@ func (r *run) rlimits() []reexec.Rlimit {
 	l := r.req.Limits
 	cpu := uint64(math.Ceil(l.CPUSeconds))
 	as, fsize := uint64(l.AddressSpaceBytes), uint64(l.FileSizeBytes)
+	stack, nofile := uint64(l.StackBytes), uint64(l.OpenFiles)
 	return []reexec.Rlimit{
 		{Resource: unix.RLIMIT_CPU, Soft: cpu, Hard: cpu + 1},
 		{Resource: unix.RLIMIT_AS, Soft: as, Hard: as},
 		{Resource: unix.RLIMIT_FSIZE, Soft: fsize, Hard: fsize},
 		{Resource: unix.RLIMIT_NPROC, Soft: 1024, Hard: 1024},
-		{Resource: unix.RLIMIT_NOFILE, Soft: 256, Hard: 256},
-		{Resource: unix.RLIMIT_STACK, Soft: 8 << 20, Hard: 8 << 20},
+		{Resource: unix.RLIMIT_NOFILE, Soft: nofile, Hard: nofile},
+		{Resource: unix.RLIMIT_STACK, Soft: stack, Hard: stack},
 		{Resource: unix.RLIMIT_CORE, Soft: 0, Hard: 0},
 	}
 }
 
 // ociRlimits are the engine's rlimits: only those the engine must set
 // before the init (which only lowers, and sets the rest itself before any
-// line of the program): NOFILE and NPROC at 1024, which a host without
-// CAP_SYS_RESOURCE can still give, and no core dumps. An RLIMIT_AS set by
-// the engine would bind runc's own init, whose Go runtime then cannot load
-// the seccomp filter.
-func ociRlimits() []specs.POSIXRlimit {
+// line of the program): NPROC at 1024 and NOFILE at 1024 or the run's
+// OpenFiles where that is more (the init cannot raise it; an engine whose
+// own hard limit is lower refuses to start the run), and no core dumps. An
+// RLIMIT_AS set by the engine would bind runc's own init, whose Go runtime
+// then cannot load the seccomp filter.
+func ociRlimits(l sandbox.Limits) []specs.POSIXRlimit {
+	nofile := max(1024, uint64(l.OpenFiles))
 	return []specs.POSIXRlimit{
-		{Type: "RLIMIT_NOFILE", Soft: 1024, Hard: 1024},
+		{Type: "RLIMIT_NOFILE", Soft: nofile, Hard: nofile},
 		{Type: "RLIMIT_NPROC", Soft: 1024, Hard: 1024},
 		{Type: "RLIMIT_CORE", Soft: 0, Hard: 0},
 	}

@@ -86,17 +86,18 @@
 //
 // The environment is built from nothing: the allowlisted host variables
 // plus HOME, TMPDIR, PATH, PYTHONDONTWRITEBYTECODE=1 and two variables the
-// sandbox needs: MALLOC_ARENA_MAX=2, so a threaded program is not ended by
-// RLIMIT_AS through glibc's 64 MiB per-thread arenas before it reaches
-// process_count, and LC_ALL=C.UTF-8, so the interpreter's encoding is UTF-8
+// sandbox needs: MALLOC_ARENA_MAX=2, so that threads that allocate do not
+// each get a malloc arena of their own (up to eight per core, 64 MiB of
+// address space each) and exhaust RLIMIT_AS long before process_count (a
+// thread's other reservation, its stack, is stack_bytes), and LC_ALL=C.UTF-8, so the interpreter's encoding is UTF-8
 // and CPython's locale coercion adds no variable of its own.
 //
 // rlimits are set by the init, not by prlimit(2) (a root host without
 // CAP_SYS_RESOURCE cannot prlimit a process of another uid; lowering one's
 // own needs no privilege): CPU (soft = ceil(cpu_seconds), hard one second
 // more), AS, FSIZE (SIGXFSZ ignored by the bootstrap, so writes fail with
-// EFBIG), NPROC (process_count plus one for the init), NOFILE 256, STACK
-// 8 MiB and CORE 0. Since Linux 5.14 RLIMIT_NPROC counts per user namespace
+// EFBIG), NPROC (process_count plus one for the init), NOFILE
+// (open_files, 1024), STACK (stack_bytes, 4 MiB) and CORE 0. Since Linux 5.14 RLIMIT_NPROC counts per user namespace
 // and uid, so each run's fresh user namespace makes it per run.
 //
 // The whole tree is killed through the init (its pid namespace dies with

@@ -101,6 +101,7 @@ func (r *run) env(home string) []string {
 func (r *run) rlimits() []reexec.Rlimit {
 	cpu := uint64(math.Ceil(r.limits.CPUSeconds))
 	as, fsize := uint64(r.limits.AddressSpaceBytes), uint64(r.limits.FileSizeBytes)
+	stack, nofile := uint64(r.limits.StackBytes), uint64(r.limits.OpenFiles)
 	nproc := uint64(r.limits.ProcessCount) + 1
 	if r.cg != nil {
 		nproc++
@@ -110,8 +111,8 @@ func (r *run) rlimits() []reexec.Rlimit {
 		{Resource: unix.RLIMIT_AS, Soft: as, Hard: as},
 		{Resource: unix.RLIMIT_FSIZE, Soft: fsize, Hard: fsize},
 		{Resource: unix.RLIMIT_NPROC, Soft: nproc, Hard: nproc},
-		{Resource: unix.RLIMIT_NOFILE, Soft: 256, Hard: 256},
-		{Resource: unix.RLIMIT_STACK, Soft: 8 << 20, Hard: 8 << 20},
+		{Resource: unix.RLIMIT_NOFILE, Soft: nofile, Hard: nofile},
+		{Resource: unix.RLIMIT_STACK, Soft: stack, Hard: stack},
 		{Resource: unix.RLIMIT_CORE, Soft: 0, Hard: 0},
 	}
 }

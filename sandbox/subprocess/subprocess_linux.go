@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -86,13 +87,14 @@ func New(cfg Config) (*Sandbox, error) {
 		return nil, err
 	}
 	// Compiling the filter costs milliseconds: it overlaps the probes below.
+	// It is the one for a user namespace, where the run's ids are known.
 	type compiled struct {
 		f   *seccomp.Filter
 		err error
 	}
 	filter := make(chan compiled, 1)
 	go func() {
-		f, err := seccomp.DefaultFilter()
+		f, err := confinedFilter()
 		filter <- compiled{f, err}
 	}()
 	var err error
@@ -164,6 +166,10 @@ func New(cfg Config) (*Sandbox, error) {
 	s.landlock = host.LandlockScopes()
 	s.hostNS = host.HostNamespaces()
 	f := <-filter
+	if !s.userns {
+		// The fallback runs as host ids from a range: id 0 alone is refused.
+		f.f, f.err = seccomp.DefaultFilter()
+	}
 	if s.filter, err = f.f, f.err; err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
@@ -203,6 +209,15 @@ func (s *Sandbox) acquire(ctx context.Context) (uid, gid uint32, release func(),
 		return 0, 0, nil, ctx.Err()
 	}
 }
+
+// confinedFilter is psych's filter with the id-changing calls confined to
+// the sandbox's own ids inside a user namespace (any other id is EPERM, not
+// the kernel's EINVAL for an unmapped id), compiled once per process.
+var confinedFilter = sync.OnceValues(func() (*seccomp.Filter, error) {
+	p := seccomp.Default()
+	p.ConfineIDs(host.SandboxUID, host.SandboxGID)
+	return p.Compile()
+})
 
 // CanFreeze reports whether runs can be frozen while a binding call waits
 // for a person (sandbox.Suspend): they get a cgroup with a freezer.
@@ -349,6 +364,12 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	// From here the init exists: every path below ends by killing the
 	// whole tree and reaping the init.
 	r.attest()
+	// The view's /tmp and /dev/shm, held open to be read after the run.
+	var tmp *host.TmpfsWatch
+	if plan.Root != "" {
+		tmp = host.WatchTmpfs(r.proc.InterpPID)
+	}
+	defer tmp.Close()
 	var exit reexec.Exit
 	exited := make(chan struct{})
 	go func() { exit, _ = r.proc.Wait(); close(exited) }()
@@ -382,7 +403,7 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	iso := r.iso
 	return e.Result(host.Outcome{
 		Status: host.WaitStatus(exit.Status), Usage: usage,
-		NetworkDenied: r.netOK, Isolation: &iso,
+		NetworkDenied: r.netOK, Isolation: &iso, TmpFull: tmp.Full(),
 	}), nil
 }
 

@@ -191,6 +191,16 @@ func (v *view) mounts(root string, hostRoot bool, tmpBytes, tmpInodes, shmBytes 
 			return nil, nil, err
 		}
 	}
+	// The host's network databases and trust store, where it has them.
+	for _, p := range host.HostEtc() {
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		mkdirs(p)
+		if err := bind(p, p, roAttr, false); err != nil {
+			return nil, nil, err
+		}
+	}
 	ms = append(ms, reexec.Mount{Kind: reexec.Mkdir, Target: "/dev", Mode: 0o755})
 	for _, d := range []string{"null", "zero", "full", "random", "urandom"} {
 		if err := bind("/dev/"+d, "/dev/"+d, devAttr, false); err != nil {
@@ -200,6 +210,13 @@ func (v *view) mounts(root string, hostRoot bool, tmpBytes, tmpInodes, shmBytes 
 	for name, target := range map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {
 		ms = append(ms, reexec.Mount{Kind: reexec.Symlink, Source: target, Target: "/dev/" + name})
 	}
+	// Pseudo-terminals from a devpts instance of the run's own (as
+	// bubblewrap's --dev and every container engine give): it shows only
+	// the ptys the run opened, never a host terminal, and holds at most 64.
+	ms = append(ms,
+		reexec.Mount{Kind: reexec.Devpts, Target: "/dev/pts", Data: []byte("newinstance,ptmxmode=0666,mode=620,max=64")},
+		reexec.Mount{Kind: reexec.Symlink, Source: "pts/ptmx", Target: "/dev/ptmx"},
+	)
 	ms = append(ms,
 		reexec.Mount{Kind: reexec.Tmpfs, Target: "/dev/shm", Attr: unix.MOUNT_ATTR_NOEXEC,
 			Data: []byte(fmt.Sprintf("size=%d,nr_inodes=%d,mode=1777", shmBytes, tmpInodes))},

@@ -304,7 +304,7 @@ func testReadOwnWrites(t *testing.T, s psych.Store) {
 func fullExecution() (*psych.Execution, *sandbox.Result) {
 	e := &psych.Execution{
 		ID: "full", CallID: "call_1", Started: base, Code: "import math\nmath.pi\n",
-		Limits:   sandbox.Limits{CPUSeconds: 1.5, AddressSpaceBytes: 1 << 29, FileSizeBytes: 1 << 20, ProcessCount: 8, WallSeconds: 2.25, MemoryBytes: 1 << 28},
+		Limits:   sandbox.Limits{CPUSeconds: 1.5, AddressSpaceBytes: 1 << 29, FileSizeBytes: 1 << 20, ProcessCount: 8, WallSeconds: 2.25, MemoryBytes: 1 << 28, StackBytes: 1 << 21, OpenFiles: 512},
 		Network:  true,
 		Bindings: []sandbox.Binding{{Name: "search", Params: []string{"query", "limit"}, Doc: "Search the web."}, {Name: "fetch", Params: []string{"url"}, Doc: "Fetch a page."}},
 		// What the result's attestation replaces (Execution.Attest).
@@ -320,7 +320,7 @@ func fullExecution() (*psych.Execution, *sandbox.Result) {
 		Duration: 1234567891 * time.Nanosecond, Suspended: 333333333 * time.Nanosecond,
 		LimitHit:    sandbox.LimitMemoryBytes,
 		LimitSource: sandbox.SourceKernel, NetworkDenied: true,
-		Usage: &sandbox.Usage{CPUSeconds: 0.75, PeakMemoryBytes: 1 << 27, PeakProcesses: 3},
+		Usage: &sandbox.Usage{CPUSeconds: 0.75, PeakMemoryBytes: 1 << 27, PeakProcesses: 3, OOMKills: 2},
 		Isolation: &sandbox.Isolation{Backend: "container", Engine: "podman", Image: &sandbox.Image{Ref: "python:3.13", Digest: "sha256:def"},
 			Mode: "namespaces", Namespaces: []string{"user", "mnt", "net"}, UIDMap: "0 100000 65536", GIDMap: "0 100000 65536",
 			LandlockScoped: []string{"signal"}, SeccompDigest: "sha256:0123", Init: ps, Interpreter: ps,

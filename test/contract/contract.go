@@ -103,6 +103,13 @@ func Run(t *testing.T, b Backend) {
 		{"AddressSpaceCaught", s.addressSpaceCaught},
 		{"FileSize", s.fileSize},
 		{"ThreadBomb", s.threadBomb},
+		{"ThreadsFitDefaults", s.threadsFitDefaults},
+		{"RecursionDefaultStack", s.recursionDefaultStack},
+		{"ThreadStackOutOfAddressSpace", s.threadStackOutOfAddressSpace},
+		{"SelfSentSignals", s.selfSentSignals},
+		{"ChildOOMParentGoesOn", s.childOOMParentGoesOn},
+		{"TmpfsOverflow", s.tmpfsOverflow},
+		{"OpenFiles", s.openFiles},
 		{"StdoutFlood", s.stdoutFlood},
 		{"Environment", s.environment},
 		{"SetsidGrandchild", s.setsidGrandchild},
@@ -124,6 +131,11 @@ func Run(t *testing.T, b Backend) {
 		{"RunIDs", s.runIDs},
 		{"Suspend", s.suspend},
 		{"SuspendCancel", s.suspendCancel},
+		{"RootEntries", s.rootEntries},
+		{"NetworkDatabases", s.networkDatabases},
+		{"TrustStore", s.trustStore},
+		{"PseudoTerminals", s.pseudoTerminals},
+		{"SetIDRefused", s.setIDRefused},
 	} {
 		t.Run(tc.name, tc.fn)
 	}

@@ -11,7 +11,8 @@ import (
 // SandboxEnv are the variables every backend sets itself: HOME, TMPDIR and
 // the working directory are the run's own tmpfs; PATH leads to the
 // interpreter; PYTHONDONTWRITEBYTECODE=1 writes no bytecode; MALLOC_ARENA_MAX=2
-// keeps glibc's per-thread arenas from exhausting RLIMIT_AS; LC_ALL=C.UTF-8
+// keeps threads that allocate from each getting a 64 MiB malloc arena,
+// which would exhaust RLIMIT_AS before process_count; LC_ALL=C.UTF-8
 // makes the interpreter's encoding UTF-8 without CPython's locale coercion
 // adding a variable of its own. An allowlist may not name them.
 var sandboxEnv = []string{"HOME", "TMPDIR", "PATH", "PYTHONDONTWRITEBYTECODE", "MALLOC_ARENA_MAX", "LC_ALL"}

@@ -307,6 +307,9 @@ type Outcome struct {
 	Usage         *sandbox.Usage
 	NetworkDenied bool
 	Isolation     *sandbox.Isolation
+	// TmpFull says one of the run's own tmpfs mounts was at its cap at
+	// the end (TmpfsWatch.Full): with a SIGBUS, the tmp_bytes limit.
+	TmpFull bool
 }
 
 // Result builds the run's Result from the output, the wire, the host's own
@@ -332,6 +335,6 @@ func (e *Execution) Result(o Outcome) *sandbox.Result {
 	if o.Usage != nil {
 		cpuUsed = o.Usage.CPUSeconds
 	}
-	describe(res, e.s.Request.Limits, e.srv, Ending{Evidence: e.ev, Status: o.Status, CPUUsed: cpuUsed})
+	describe(res, e.s.Request.Limits, e.srv, Ending{Evidence: e.ev, Status: o.Status, CPUUsed: cpuUsed, TmpFull: o.TmpFull})
 	return res
 }
