@@ -51,3 +51,37 @@ VM_TIMEOUT    ?= 900
 vm-test: deps
 	GO='$(GO)' VM_PACKAGES='$(VM_PACKAGES)' VM_RUN='$(value VM_RUN)' VM_BENCH='$(value VM_BENCH)' \
 		VM_TIME_SCALE='$(VM_TIME_SCALE)' VM_TIMEOUT='$(VM_TIMEOUT)' ./test/vm/run.sh
+
+# cpython-suite: CPython's own tests (libpython3.11-testsuite), every module
+# of test/cpython's list, on the host as uid 1000 and in the sandbox
+# (subprocess, containerd), compared; writes test/cpython/RESULTS.md. CI runs
+# eight of them (scripts/test.sh). See test/cpython/README.md.
+.PHONY: cpython-suite
+cpython-suite: deps
+	GO='$(GO)' ./test/cpython/run.sh
+
+# soak: the soak (test/soak, see its doc.go): SOAK_RUNS executions on each
+# backend (the subprocess backend, containerd), half one after another and
+# half 8 at a time, ordinary and hostile programs with every result checked,
+# then nothing of them left on the host and its fds, goroutines and RSS
+# back. CI runs 200 (scripts/test.sh).
+SOAK_RUNS ?= 2000
+.PHONY: soak
+soak: deps
+	PSYCH_SOAK_RUNS='$(SOAK_RUNS)' PSYCH_TEST_PYTHON='$(PYTHON)' $(GO) test -count=1 -v -run '^TestSoak' -timeout 90m ./test/soak
+
+# fuzz: every fuzz target in the module (the wire decoder's, the host
+# core's, ...), FUZZ_TARGET_TIME each, one after another, with minimization
+# capped at FUZZ_MINIMIZE (the coordinator counts no exec while both workers
+# minimize: an uncapped minimization shows as 0 execs/s for many seconds).
+FUZZ_TARGET_TIME ?= 60s
+FUZZ_MINIMIZE    ?= 2s
+.PHONY: fuzz
+fuzz: deps
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do \
+		for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "fuzz: $$fn ($$(dirname $$f)) for $(FUZZ_TARGET_TIME)"; \
+			$(GO) test -count=1 -run '^$$' -fuzz "^$$fn$$" -fuzztime '$(FUZZ_TARGET_TIME)' \
+				-fuzzminimizetime '$(FUZZ_MINIMIZE)' "$$(dirname $$f)"; \
+		done; \
+	done

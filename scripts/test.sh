@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # `make test`: the container engines and psych's image where the host can
 # have them (scripts/engines.sh, scripts/image.sh; root only), the wire
-# fuzzer, every package's tests under the race detector (the contract suite
-# on the subprocess backend and on containerd, podman and docker), then, as
-# root, the isolation tests again from an unprivileged host process. The
-# daemons it started are stopped on every path. Each phase's time is printed.
+# fuzzer and the host-core fuzzer, every package's tests under the race
+# detector (the contract suite on the subprocess backend and on containerd,
+# podman and docker), the soak's short form (SOAK_RUNS=200 per backend),
+# then, as root, the isolation tests again from an unprivileged host
+# process. The daemons it started are stopped on every path. Each phase's
+# time is printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 PYTHON=${PYTHON:-/usr/bin/python3}
 FUZZTIME=${FUZZTIME:-15s}
+HOST_FUZZTIME=${HOST_FUZZTIME:-60s}
+SOAK_RUNS=${SOAK_RUNS:-200}
 t0=$(date +%s)
 phase_start=$t0
 phase() {
@@ -26,10 +30,21 @@ if [ "$(id -u)" = 0 ]; then
 	GO="$GO" ./scripts/image.sh
 	phase image
 fi
-"$GO" test -count=1 -run '^$' -fuzz FuzzDecoder -fuzztime "$FUZZTIME" ./sandbox/wire
+"$GO" test -count=1 -run '^$' -fuzz FuzzDecoder -fuzztime "$FUZZTIME" -fuzzminimizetime 2s ./sandbox/wire
 phase fuzz
+# The host core driven by a fake child (sandbox/internal/host FuzzServe), 60 s
+# per host-side target. Minimization is capped: the coordinator counts no
+# exec while both workers minimize, so an uncapped one stalls the run.
+"$GO" test -count=1 -run '^$' -fuzz '^FuzzServe$' -fuzztime "$HOST_FUZZTIME" -fuzzminimizetime 2s ./sandbox/internal/host
+phase "fuzz host core"
 PSYCH_TEST_PYTHON=$PYTHON "$GO" test -race -count=1 -timeout 30m ./...
 phase "go test -race ./..."
+# The soak's short form (test/soak; make soak runs 2000): without the race
+# detector, whose own memory would swamp the RSS bound; the ./... pass above
+# skips it, saying so, and runs the soak package's fault tests.
+PSYCH_SOAK_RUNS=$SOAK_RUNS PSYCH_TEST_PYTHON=$PYTHON "$GO" test -count=1 -v -run '^TestSoak' -timeout 30m ./test/soak
+phase "soak ($SOAK_RUNS runs per backend)"
+PSYCH_CPYTHON_MODULES=ci "$GO" test -count=1 -v -run '^TestCPythonSuite$' -timeout 30m ./test/cpython; phase "cpython suite (test/cpython, CI subset)"
 if [ "$(id -u)" = 0 ]; then
 	GO="$GO" PYTHON="$PYTHON" ./scripts/test-unpriv.sh
 	phase unprivileged

@@ -1,0 +1,6 @@
+//go:build race
+
+package soak
+
+// raceBuild: the race detector is on.
+const raceBuild = true
