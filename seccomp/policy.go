@@ -312,12 +312,15 @@ func Default() *Policy {
 var (
 	uidCalls = map[string]int{"setuid": 1, "setfsuid": 1, "setreuid": 2, "setresuid": 3}
 	gidCalls = map[string]int{"setgid": 1, "setfsgid": 1, "setregid": 2, "setresgid": 3}
+	// chownCalls name an owner and a group, from the argument given.
+	chownCalls = map[string]uint{"chown": 1, "fchown": 1, "lchown": 1, "fchownat": 2}
 )
 
 // unchangedID is -1 as a uid_t or gid_t: "leave this id as it is".
 const unchangedID = 0xffffffff
 
-// ConfineIDs lets the id-changing calls name only the ids a run already
+// ConfineIDs lets the id-changing calls (and chown, fchown, lchown and
+// fchownat, for a file's owner and group) name only the ids a run already
 // has: uid for setuid, setreuid, setresuid and setfsuid, gid for their gid
 // twins, or -1 ("unchanged") where the call takes it (setre*id, setres*id;
 // setfs*id(-1) is the query idiom). Any other id fails with DeniedErrno.
@@ -337,7 +340,8 @@ func (p *Policy) ConfineIDs(uid, gid uint32) {
 		p.Allow[i].Names = slices.DeleteFunc(slices.Clone(p.Allow[i].Names), func(n string) bool {
 			_, u := uidCalls[n]
 			_, g := gidCalls[n]
-			return u || g
+			_, c := chownCalls[n]
+			return u || g || c
 		})
 	}
 	p.Allow = slices.DeleteFunc(p.Allow, func(r Rule) bool { return len(r.Names) == 0 })
@@ -368,4 +372,17 @@ func (p *Policy) ConfineIDs(uid, gid uint32) {
 	}
 	add(uidCalls, uid, "uid")
 	add(gidCalls, gid, "gid")
+	// chown and its kin may give a file only the run's own owner and group
+	// (or -1, unchanged): an unmapped id would be EINVAL, as for set*id.
+	for _, name := range slices.Sorted(maps.Keys(chownCalls)) {
+		arg := chownCalls[name]
+		for _, o := range []uint64{uint64(uid), unchangedID} {
+			for _, g := range []uint64{uint64(gid), unchangedID} {
+				p.Allow = append(p.Allow, Rule{Names: []string{name}, Conds: []Cond{
+					{Arg: arg, Op: OpMaskedEqual, Mask: lowWord, Value: o},
+					{Arg: arg + 1, Op: OpMaskedEqual, Mask: lowWord, Value: g},
+				}, Comment: fmt.Sprintf("psych: %s only to the run's own uid %d and gid %d, or -1", name, uid, gid)})
+			}
+		}
+	}
 }

@@ -204,16 +204,20 @@ def attempt(f):
     except OSError as e:
         return '%s:%s' % (type(e).__name__, errno.errorcode.get(e.errno, e.errno))
 uid, gid = os.getuid(), os.getgid()
+import tempfile
+path = tempfile.mkstemp()[1]
 refused = {n: attempt(f) for n, f in [
     ('setuid(0)', lambda: os.setuid(0)), ('setgid(0)', lambda: os.setgid(0)),
     ('setgroups([0])', lambda: os.setgroups([0])), ('seteuid(0)', lambda: os.seteuid(0)),
     ('setreuid(-1, 0)', lambda: os.setreuid(-1, 0)), ('setresuid(-1, -1, 0)', lambda: os.setresuid(-1, -1, 0)),
     ('setregid(0, -1)', lambda: os.setregid(0, -1)), ('setresgid(0, -1, -1)', lambda: os.setresgid(0, -1, -1)),
-    ('setuid(4242)', lambda: os.setuid(4242)), ('setgid(4242)', lambda: os.setgid(4242))]}
+    ('setuid(4242)', lambda: os.setuid(4242)), ('setgid(4242)', lambda: os.setgid(4242)),
+    ('chown(path, 4242, -1)', lambda: os.chown(path, 4242, -1))]}
 own = {n: attempt(f) for n, f in [
     ('setuid(own)', lambda: os.setuid(uid)), ('setgid(own)', lambda: os.setgid(gid)),
     ('setreuid(own, own)', lambda: os.setreuid(uid, uid)), ('setresuid(-1, -1, -1)', lambda: os.setresuid(-1, -1, -1)),
-    ('setresgid(own, -1, own)', lambda: os.setresgid(gid, -1, gid))]}
+    ('setresgid(own, -1, own)', lambda: os.setresgid(gid, -1, gid)),
+    ('chown(path, own, own)', lambda: os.chown(path, uid, gid))]}
 [refused, own, [uid, gid], list(os.getresuid()) + list(os.getresgid())]`
 	var got []json.RawMessage
 	s.value(t, code, &got)
@@ -224,7 +228,7 @@ own = {n: attempt(f) for n, f in [
 	json.Unmarshal(got[1], &own)
 	json.Unmarshal(got[2], &before)
 	json.Unmarshal(got[3], &after)
-	if len(refused) != 10 || len(own) != 5 {
+	if len(refused) != 11 || len(own) != 6 {
 		t.Fatalf("probe incomplete: %s", got)
 	}
 	for call, r := range refused {
