@@ -10,9 +10,10 @@ import (
 	"github.com/psych-runtime/psych/sandbox/demotools"
 )
 
-// channelPrelude finds the wire channel from inside the program (the first
-// socket among its fds) and defines send(obj) and send_raw(bytes) on it.
-const channelPrelude = `import json, os, stat, sys, time
+// ChannelPrelude is Python that finds the wire channel from inside the
+// program (the first socket among its fds) and defines send(obj) and
+// send_raw(bytes) on it, for hostile programs.
+const ChannelPrelude = `import json, os, stat, sys, time
 def _is_socket(fd):
     try:
         return stat.S_ISSOCK(os.fstat(fd).st_mode)
@@ -44,7 +45,7 @@ func (s *suite) hostile(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
-			res := s.run(t, channelPrelude+c.code, sandbox.Limits{WallSeconds: 20}, demotools.Bindings{})
+			res := s.run(t, ChannelPrelude+c.code, sandbox.Limits{WallSeconds: 20}, demotools.Bindings{})
 			wantFailure(t, res, sandbox.FailureProtocol)
 			if res.LimitHit != "" || res.Value != nil {
 				t.Errorf("protocol violation: limit_hit %q, value %s", res.LimitHit, res.Value)
@@ -58,7 +59,7 @@ func (s *suite) hostile(t *testing.T) {
 
 // forgedResult: a result frame cannot set what the host measures.
 func (s *suite) forgedResult(t *testing.T) {
-	code := channelPrelude + "send({'type': 'result', 'value': 7, 'failure': None, 'limit_hit': 'wall_seconds', " +
+	code := ChannelPrelude + "send({'type': 'result', 'value': 7, 'failure': None, 'limit_hit': 'wall_seconds', " +
 		"'limit_source': 'kernel', 'network_denied': True, 'duration_seconds': 999, 'isolation': {'seccomp': 2}})\n" +
 		"sys.stdout.flush()\nos._exit(0)"
 	sb := s.b.New(t, Options{})
@@ -78,7 +79,7 @@ func (s *suite) forgedResult(t *testing.T) {
 // callFlood: a program that sends calls and never reads its replies cannot
 // hang the host; the wall limit ends it.
 func (s *suite) callFlood(t *testing.T) {
-	code := channelPrelude + "for i in range(1, 20001):\n" +
+	code := ChannelPrelude + "for i in range(1, 20001):\n" +
 		"    send({'type': 'call', 'id': i, 'name': 'echo', 'args': {'pad': 'x' * 100}})\ntime.sleep(60)"
 	res := s.run(t, code, sandbox.Limits{WallSeconds: 3}, demotools.Bindings{})
 	wantFailure(t, res, "")

@@ -38,23 +38,6 @@ type kind struct {
 	check       func(p prog, res *sandbox.Result, err error) error
 }
 
-// channelPrelude finds the wire channel from inside the program (the first
-// socket among its fds: fd 3 on the subprocess backend) and defines
-// send(obj) and send_raw(bytes) on it.
-const channelPrelude = `import json, os, stat, sys, time
-def _is_socket(fd):
-    try:
-        return stat.S_ISSOCK(os.fstat(fd).st_mode)
-    except OSError:
-        return False
-CH = next(fd for fd in range(3, 256) if _is_socket(fd))
-def send_raw(b):
-    os.write(CH, b)
-def send(obj):
-    body = json.dumps(obj).encode()
-    send_raw(len(body).to_bytes(4, 'big') + body)
-`
-
 // garbage is what the protocol-abuse kind sends, by execution number.
 var garbage = []string{
 	"send_raw(b'\\xff\\xff\\xff\\xff')\ntime.sleep(30)",
@@ -220,7 +203,7 @@ func kinds() []kind {
 				return noneLeft(p)
 			}},
 		{name: "garbage", weight: 2, bindings: true, limits: sandbox.Limits{WallSeconds: 20},
-			code: func(p prog) string { return channelPrelude + garbage[p.n%len(garbage)] },
+			code: func(p prog) string { return contract.ChannelPrelude + garbage[p.n%len(garbage)] },
 			check: func(p prog, res *sandbox.Result, err error) error {
 				if err := failed(res, err, sandbox.FailureProtocol, ""); err != nil {
 					return fmt.Errorf("%q: %w", garbage[p.n%len(garbage)], err)
