@@ -48,7 +48,7 @@ VM_LOG=${VM_LOG:-$repo/build/vm-test.log}
 CACHE=${PSYCH_VM_CACHE:-/var/cache/psych/vm}
 
 SUITE=bookworm
-ROOTFS_PACKAGES=python3,libseccomp2,procps,kmod
+ROOTFS_PACKAGES=python3,libseccomp2,procps,kmod,netbase,ca-certificates # the view binds services, protocols and the trust store
 # Bump when the rootfs recipe changes: the cache is rebuilt on a mismatch.
 ROOTFS_RECIPE=2
 
