@@ -721,7 +721,7 @@ static void join_cgroups(struct plan *pl)
 	}
 }
 
-__attribute__((noreturn)) static void run(int probe)
+__attribute__((noreturn)) static void run(void)
 {
 	static struct plan pl;
 	read_plan(&pl);
@@ -743,11 +743,6 @@ __attribute__((noreturn)) static void run(int probe)
 	if (geteuid() != pl.outer_uid || getegid() != pl.outer_gid)
 		fail(EPERM, "running as %u:%u, want %u:%u", geteuid(), getegid(), pl.outer_uid, pl.outer_gid);
 	pdeathsig();
-	// A user namespace that grants no capabilities (Ubuntu's AppArmor
-	// restriction) is as good as none: the probe also makes a mount
-	// namespace in it, which needs CAP_SYS_ADMIN there.
-	if (probe)
-		_exit(unshare(CLONE_NEWUSER) < 0 || unshare(CLONE_NEWNS) < 0 ? PSYCH_EXIT_NO_USERNS : 0);
 	if (pl.flags & CLONE_NEWUSER) {
 		step = PSYCH_STEP_USERNS;
 		if (unshare(CLONE_NEWUSER) < 0)
@@ -833,6 +828,48 @@ __attribute__((noreturn)) static void run_container(void)
 	init(&pl);
 }
 
+// ---- the in-process probe ----
+
+// psych_probe_userns forks (a raw clone with fork semantics, no exec) a
+// child that takes gid/uid, as P does, and makes a user namespace and a
+// mount namespace in it: a user namespace that grants no capabilities
+// (Ubuntu's AppArmor restriction) is as good as none. The child is a copy of a multithreaded host, so it
+// makes raw syscalls only (glibc's set*id would signal the host's threads).
+// It returns 1 when both were made, 0 when they were refused, and -errno
+// when the probe itself failed.
+int psych_probe_userns(uint32_t uid, uint32_t gid)
+{
+	if (uid == 0 || gid == 0)
+		return -EPERM;
+	long parent = syscall(SYS_getpid);
+	long c = syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0);
+	if (c < 0)
+		return -errno;
+	if (c == 0) {
+		syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		if (syscall(SYS_getppid) != parent)
+			syscall(SYS_exit_group, PSYCH_EXIT_HOST_GONE);
+		if (syscall(SYS_geteuid) == 0 &&
+		    ((syscall(SYS_setgroups, 0, NULL) < 0 && syscall(SYS_getgroups, 0, NULL) != 0) ||
+		     syscall(SYS_setresgid, gid, gid, gid) < 0 ||
+		     syscall(SYS_setresuid, uid, uid, uid) < 0))
+			syscall(SYS_exit_group, PSYCH_EXIT_SETUP);
+		if ((uint32_t)syscall(SYS_geteuid) != uid || (uint32_t)syscall(SYS_getegid) != gid)
+			syscall(SYS_exit_group, PSYCH_EXIT_SETUP);
+		int no = syscall(SYS_unshare, CLONE_NEWUSER) < 0 || syscall(SYS_unshare, CLONE_NEWNS) < 0;
+		syscall(SYS_exit_group, no ? PSYCH_EXIT_NO_USERNS : 0);
+	}
+	int st;
+	while (waitpid((pid_t)c, &st, __WALL) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 1;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == PSYCH_EXIT_NO_USERNS)
+		return 0;
+	return WIFEXITED(st) && WEXITSTATUS(st) == PSYCH_EXIT_SETUP ? -EPERM : -EIO;
+}
+
 // ---- netns: a NETLINK_ROUTE socket from another network namespace ----
 
 __attribute__((noreturn)) static void run_netns(void)
@@ -853,9 +890,7 @@ __attribute__((constructor)) static void psych_nsexec(void)
 	if (!m)
 		return;
 	if (strcmp(m, PSYCH_MARKER_INIT) == 0)
-		run(0);
-	if (strcmp(m, PSYCH_MARKER_PROBE) == 0)
-		run(1);
+		run();
 	if (strcmp(m, PSYCH_MARKER_CONTAINER) == 0)
 		run_container();
 	if (strcmp(m, PSYCH_MARKER_NETNS) == 0)

@@ -6,11 +6,12 @@ package nsexec
 // #include "nsexec.h"
 import "C"
 
+import "syscall"
+
 // The contract with the C side, from nsexec.h.
 const (
 	Marker      = C.PSYCH_MARKER
 	MarkerInit  = C.PSYCH_MARKER_INIT
-	MarkerProbe = C.PSYCH_MARKER_PROBE
 
 	MarkerContainer = C.PSYCH_MARKER_CONTAINER
 	MarkerNetns     = C.PSYCH_MARKER_NETNS
@@ -92,4 +93,20 @@ var Steps = map[int]string{
 	C.PSYCH_STEP_DUMPABLE:   "dumpable",
 	C.PSYCH_STEP_CONNECT:    "connect",
 	C.PSYCH_STEP_CGROUP:     "cgroup",
+}
+
+// ProbeUserns reports whether a process with the outer ids uid/gid can make
+// a user namespace here that grants capabilities in it (it makes a mount
+// namespace there): the child is forked from this process and never execs,
+// so the probe costs a fork, not a start of the host binary. Ids 0 are
+// refused.
+func ProbeUserns(uid, gid uint32) (bool, error) {
+	switch r := C.psych_probe_userns(C.uint32_t(uid), C.uint32_t(gid)); {
+	case r == 1:
+		return true, nil
+	case r == 0:
+		return false, nil
+	default:
+		return false, syscall.Errno(-r)
+	}
 }

@@ -4,9 +4,6 @@
 //
 // Environment: PSYCH_MARKER, whose value selects the mode:
 //   "init"       runs the plan (the subprocess backend);
-//   "probe"      only checks that a user namespace can be had that grants
-//                capabilities, by making a mount namespace in it, and exits
-//                0, or PSYCH_EXIT_NO_USERNS;
 //   "container"  is pid 1 of a container an engine started: it connects to
 //                PSYCH_DIR/sync.sock (SOCK_SEQPACKET) as its sync socket,
 //                reads its plan from PSYCH_DIR/plan, and runs it as the init
@@ -78,7 +75,6 @@
 
 #define PSYCH_MARKER "_PSYCH_NSEXEC"
 #define PSYCH_MARKER_INIT "init"
-#define PSYCH_MARKER_PROBE "probe"
 #define PSYCH_MARKER_CONTAINER "container"
 #define PSYCH_MARKER_NETNS "netns"
 #define PSYCH_ENV_DIR "_PSYCH_NSEXEC_DIR"
@@ -163,5 +159,10 @@ struct psych_sync {
 	int32_t b;
 	char text[PSYCH_SYNC_TEXT];
 };
+
+// psych_probe_userns is the in-process probe (nsexec.c): 1 when a process
+// with outer ids uid/gid can make a user namespace that grants
+// capabilities, 0 when it cannot, -errno when the probe failed.
+int psych_probe_userns(uint32_t uid, uint32_t gid);
 
 #endif

@@ -170,7 +170,7 @@ func checkUserns(h *host) Check {
 	case probeErr != nil:
 		c.Status = Fail
 		c.Found = fmt.Sprintf("psych's probe as %s did not run: %s; %s; %s", who, oneLine(probeErr), attempt, strings.Join(shown, ", "))
-		c.Fix = fmt.Sprintf("psych's probe (its init in probe mode, as subprocess.New runs it) must be able to run as uid %d: see the error", h.runUID)
+		c.Fix = fmt.Sprintf("psych's probe (a forked child that makes a user namespace, as subprocess.New runs it) must be able to run as uid %d: see the error", h.runUID)
 		if errors.Is(probeErr, errNoCgo) {
 			c.Fix = cgoFix
 		}

@@ -79,30 +79,14 @@ type Exit struct {
 }
 
 // Probe reports whether a process with the given outer ids can create a
-// user namespace here. It starts the init in probe mode.
+// user namespace here (one that grants capabilities in it), by forking a
+// child of this process that tries (nsexec.ProbeUserns).
 func Probe(uid, gid uint32) (bool, error) {
-	p := &Plan{OuterUID: uid, OuterGID: gid, InnerUID: uid, InnerGID: gid, Exe: "/", Args: []string{"probe"}}
-	planFile, _, err := planMemfd(p)
+	ok, err := nsexec.ProbeUserns(uid, gid)
 	if err != nil {
-		return false, err
-	}
-	defer planFile.Close()
-	null, err := os.Open(os.DevNull)
-	if err != nil {
-		return false, err
-	}
-	defer null.Close()
-	cmd := command(nsexec.MarkerProbe, []*os.File{null, null, planFile}, -1)
-	err = cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.As(err, &ee) && ee.ExitCode() == nsexec.ExitNoUserns:
-		return false, nil
-	default:
 		return false, fmt.Errorf("probe user namespaces: %w", err)
 	}
+	return ok, nil
 }
 
 func command(marker string, extra []*os.File, cgroupFD int) *exec.Cmd {

@@ -300,3 +300,20 @@ func TestKillDuringWait(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeForks checks the in-process probe: a user namespace for the run
+// ids here (CI is root with user namespaces), and ids 0 refused. The
+// fallback test (sandbox/subprocess) sees it answer no.
+func TestProbeForks(t *testing.T) {
+	uid, gid := uint32(os.Geteuid()), uint32(os.Getegid())
+	if uid == 0 {
+		uid, gid = 65534, 65534
+	}
+	ok, err := Probe(uid, gid)
+	if err != nil || !ok {
+		t.Fatalf("Probe(%d, %d) = %v, %v; want a user namespace here", uid, gid, ok, err)
+	}
+	if _, err := Probe(0, 0); err == nil {
+		t.Fatal("Probe(0, 0) succeeded; ids 0 must be refused")
+	}
+}
