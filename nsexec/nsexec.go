@@ -10,8 +10,8 @@ import "syscall"
 
 // The contract with the C side, from nsexec.h.
 const (
-	Marker      = C.PSYCH_MARKER
-	MarkerInit  = C.PSYCH_MARKER_INIT
+	Marker     = C.PSYCH_MARKER
+	MarkerInit = C.PSYCH_MARKER_INIT
 
 	MarkerContainer = C.PSYCH_MARKER_CONTAINER
 	MarkerNetns     = C.PSYCH_MARKER_NETNS
