@@ -14,7 +14,7 @@ deps:
 	@./scripts/deps.sh
 
 build: deps
-	$(GO) build -o bin/psych ./cmd/psych
+	$(GO) build -o bin/ ./cmd/psych ./cmd/psych-engines
 
 demo: build
 	./bin/psych run --python $(PYTHON) --demo-tools examples/demo.py

@@ -166,14 +166,7 @@ func TestDoctorRequireCgroupUnprivileged(t *testing.T) {
 	dir := t.TempDir()
 	os.Chmod(filepath.Dir(dir), 0o755) // testing's own, 0700
 	os.Chmod(dir, 0o755)
-	bin := filepath.Join(dir, "psych")
-	b, err := os.ReadFile(psychBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := copyBins(t, dir)
 	home := filepath.Join(dir, "home")
 	if err := os.Mkdir(home, 0o700); err != nil {
 		t.Fatal(err)

@@ -19,14 +19,32 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	// psych and, beside it, psych-engines, which it hands the container
+	// backend, doctor and bench to.
 	psychBin = filepath.Join(dir, "psych")
-	if out, err := exec.Command("go", "build", "-o", psychBin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", dir+"/", ".", "../psych-engines").CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
-		panic("build psych: " + err.Error() + "\n" + string(out))
+		panic("build psych and psych-engines: " + err.Error() + "\n" + string(out))
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// copyBins copies psych and psych-engines into dir and returns psych's
+// path there.
+func copyBins(t *testing.T, dir string) string {
+	t.Helper()
+	for _, name := range []string{"psych", "psych-engines"} {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(psychBin), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "psych")
 }
 
 func testPython() string {
@@ -167,20 +185,6 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
-func TestParseByteSize(t *testing.T) {
-	good := map[string]int64{"0": 0, "1024": 1024, "4KiB": 4096, "512MiB": 512 << 20, "2GiB": 2 << 30, " 3 MiB": 3 << 20}
-	for in, want := range good {
-		if got, err := parseByteSize(in); err != nil || got != want {
-			t.Errorf("parseByteSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "-1", "1.5MiB", "10XB", "MiB", "1e6", "9223372036854775807GiB", "12 KB"} {
-		if got, err := parseByteSize(in); err == nil {
-			t.Errorf("parseByteSize(%q) = %d, want an error", in, got)
-		}
-	}
-}
-
 // TestContainerBackend: --backend container prints the same Result fields,
 // attested as a container; its flags are refused with the other backend.
 func TestContainerBackend(t *testing.T) {
@@ -215,5 +219,48 @@ func TestContainerBackend(t *testing.T) {
 		if code != 2 {
 			t.Errorf("psych run %v: exit %d (%s), want 2", args, code, errOut)
 		}
+	}
+}
+
+// TestHandOver: psych hands doctor, bench and --backend container to
+// psych-engines beside it; alone (not beside it, not on PATH) it says where
+// they are and exits 2, having read nothing of stdin.
+func TestHandOver(t *testing.T) {
+	out, errOut, code := cli(t, "", "doctor", "--json", "--python", testPython())
+	var rep struct{ Checks []struct{ Name string } }
+	if json.Unmarshal([]byte(out), &rep) != nil || len(rep.Checks) == 0 {
+		t.Fatalf("psych doctor through psych-engines: exit %d, stdout %q, stderr %s", code, out, errOut)
+	}
+	alone := filepath.Join(t.TempDir(), "psych")
+	b, err := os.ReadFile(psychBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(alone, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"doctor"},
+		{"bench", "--runs", "1"},
+		{"run", "--backend", "container", "-"},
+		{"runs", "replay", "--backend=container", "--store", "x.db", "ID"},
+	} {
+		cmd := exec.Command(alone, args...)
+		cmd.Env = []string{"PATH=/nonexistent"}
+		cmd.Stdin = strings.NewReader("1")
+		var e bytes.Buffer
+		cmd.Stderr = &e
+		err := cmd.Run()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != exitUsage || !strings.Contains(e.String(), "psych-engines") {
+			t.Errorf("psych %v alone: %v, stderr %q; want exit 2 naming psych-engines", args, err, e.String())
+		}
+	}
+	// The lean build runs the subprocess backend itself.
+	cmd := exec.Command(alone, "run", "--json", "--python", testPython(), "-")
+	cmd.Env = []string{"PATH=/nonexistent"}
+	cmd.Stdin = strings.NewReader("6 * 7")
+	if out, err := cmd.Output(); err != nil || !strings.Contains(string(out), `"value":42`) {
+		t.Fatalf("psych run alone: %v, %s", err, out)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -35,7 +35,7 @@ const (
 	exitReplayFault = 4
 )
 
-func runsCmd(args []string, stdout, stderr io.Writer) int {
+func (c *cli) runsCmd(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, runsUsage)
 		return exitUsage
@@ -68,6 +68,9 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, runsUsage)
 		return exitUsage
 	}
+	if args[0] == "replay" && f.backend == "container" && c.eng == nil {
+		return c.handOver(stderr, "--backend container")
+	}
 	if _, err := os.Stat(f.store); err != nil {
 		fmt.Fprintf(stderr, "psych runs: %v\n", err)
 		return exitUsage
@@ -86,7 +89,7 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 	case "show":
 		return runsShow(ctx, st, fs.Arg(0), asJSON, stdout, stderr)
 	}
-	return runsReplay(ctx, st, &f, fs.Arg(0), stdout, stderr)
+	return c.runsReplay(ctx, st, &f, fs.Arg(0), stdout, stderr)
 }
 
 // status is an execution's one-word state.
@@ -193,8 +196,8 @@ func runsShow(ctx context.Context, st psych.Store, id string, asJSON bool, stdou
 	return exitOK
 }
 
-func runsReplay(ctx context.Context, st psych.Store, f *runFlags, id string, stdout, stderr io.Writer) int {
-	sb, closeSandbox, err := newSandbox(f)
+func (c *cli) runsReplay(ctx context.Context, st psych.Store, f *runFlags, id string, stdout, stderr io.Writer) int {
+	sb, closeSandbox, err := c.newSandbox(f)
 	if err != nil {
 		return report(stderr, err)
 	}
@@ -224,6 +227,10 @@ func runsReplay(ctx context.Context, st psych.Store, f *runFlags, id string, std
 	fmt.Fprintf(stdout, "reproduced %s\n", id)
 	return exitOK
 }
+
+// EncodeJSON writes v as one JSON object (HTML left unescaped) and returns
+// the exit code.
+func EncodeJSON(stdout, stderr io.Writer, v any) int { return encodeJSON(stdout, stderr, v) }
 
 func encodeJSON(stdout, stderr io.Writer, v any) int {
 	enc := json.NewEncoder(stdout)

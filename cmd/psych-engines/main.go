@@ -1,0 +1,54 @@
+// Command psych-engines is psych's command line with the container backend
+// (containerd, podman, docker) linked in, and the commands that use it:
+// psych doctor and psych bench. psych hands those to it by exec; it accepts
+// every psych command itself. See internal/cli.
+package main
+
+import (
+	"io"
+	"os"
+
+	"github.com/psych-runtime/psych/internal/cli"
+	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/container"
+)
+
+const (
+	exitOK          = cli.ExitOK
+	exitHostFault   = cli.ExitHostFault
+	exitUsage       = cli.ExitUsage
+	exitInterrupted = cli.ExitInterrupted
+)
+
+func main() {
+	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, engines()))
+}
+
+func engines() *cli.Engines {
+	return &cli.Engines{
+		Container: newContainer,
+		Commands: map[string]func([]string, io.Writer, io.Writer) int{
+			"doctor": doctorCmd,
+			"bench":  benchCmd,
+		},
+	}
+}
+
+func newContainer(o cli.ContainerOptions) (sandbox.Sandbox, func(), error) {
+	sb, err := container.New(container.Config{
+		Engine:               container.Engine(o.Engine),
+		Image:                o.Image,
+		ContainerPythonBin:   o.ContainerPython,
+		EnvAllowlist:         o.EnvAllowlist,
+		RequireNetworkDenial: o.RequireNetworkDenial,
+		MaxOutputBytes:       o.MaxOutputBytes,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return sb, func() { sb.Close() }, nil
+}
+
+func readProgram(name string, stdin io.Reader) (string, error) { return cli.ReadProgram(name, stdin) }
+
+func encodeJSON(stdout, stderr io.Writer, v any) int { return cli.EncodeJSON(stdout, stderr, v) }
