@@ -15,3 +15,13 @@ func (p *Policy) Compile() (*Filter, error) {
 
 // DefaultFilter fails with ErrUnsupported off Linux or without cgo.
 func DefaultFilter() (*Filter, error) { return Default().Compile() }
+
+// Fingerprint fails with ErrUnsupported off Linux or without cgo.
+func (p *Policy) Fingerprint() (string, error) {
+	return "", fmt.Errorf("seccomp fingerprint: %w", ErrUnsupported)
+}
+
+// Restore fails with ErrUnsupported off Linux or without cgo.
+func (p *Policy) Restore(raw []byte, unresolved []string) (*Filter, error) {
+	return nil, fmt.Errorf("restore seccomp program: %w", ErrUnsupported)
+}

@@ -3,7 +3,9 @@
 package subprocess
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +25,7 @@ import (
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/pyfacts"
 	"github.com/psych-runtime/psych/sandbox/wire"
 	"github.com/psych-runtime/psych/seccomp"
 )
@@ -94,7 +97,7 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	filter := make(chan compiled, 1)
 	go func() {
-		f, err := confinedFilter()
+		f, err := confinedFilter(c.CacheDir, s.log)
 		filter <- compiled{f, err}
 	}()
 	var err error
@@ -212,12 +215,61 @@ func (s *Sandbox) acquire(ctx context.Context) (uid, gid uint32, release func(),
 
 // confinedFilter is psych's filter with the id-changing calls confined to
 // the sandbox's own ids inside a user namespace (any other id is EPERM, not
-// the kernel's EINVAL for an unmapped id), compiled once per process.
-var confinedFilter = sync.OnceValues(func() (*seccomp.Filter, error) {
+// the kernel's EINVAL for an unmapped id). It is compiled once per process,
+// and kept in the interpreter cache's directory (pyfacts.LoadBlob) keyed on
+// the policy's fingerprint, so that a new process reads it back (Restore's
+// checks) instead of paying libseccomp's 2-3 ms again.
+func confinedFilter(cacheDir string, log *slog.Logger) (*seccomp.Filter, error) {
+	confined.Lock()
+	defer confined.Unlock()
+	if confined.f != nil {
+		return confined.f, nil
+	}
 	p := seccomp.Default()
 	p.ConfineIDs(host.SandboxUID, host.SandboxGID)
-	return p.Compile()
-})
+	fp, err := p.Fingerprint()
+	if err != nil {
+		return nil, err
+	}
+	var f *seccomp.Filter
+	build := func() ([]byte, error) {
+		var err error
+		if f, err = p.Compile(); err != nil {
+			return nil, err
+		}
+		return json.Marshal(cachedFilter{BPF: f.Bytes(), Unresolved: f.Unresolved()})
+	}
+	check := func(b []byte) error {
+		var c cachedFilter
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil {
+			return err
+		}
+		g, err := p.Restore(c.BPF, c.Unresolved)
+		if err == nil {
+			f = g
+		}
+		return err
+	}
+	if _, _, err := pyfacts.LoadBlob(pyfacts.Options{Dir: cacheDir, Logger: log}, "seccomp-confined", fp, build, check); err != nil {
+		return nil, err
+	}
+	confined.f = f
+	return f, nil
+}
+
+// confined holds confinedFilter's program once made.
+var confined struct {
+	sync.Mutex
+	f *seccomp.Filter
+}
+
+// cachedFilter is confinedFilter's cache entry.
+type cachedFilter struct {
+	BPF        []byte   `json:"bpf"`
+	Unresolved []string `json:"unresolved"`
+}
 
 // CanFreeze reports whether runs can be frozen while a binding call waits
 // for a person (sandbox.Suspend): they get a cgroup with a freezer.

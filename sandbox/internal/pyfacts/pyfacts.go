@@ -156,6 +156,41 @@ func Load(python string, opts Options) (Facts, bool, error) {
 	return f, o.hit, nil
 }
 
+// LoadBlob returns the bytes cached under name (lower case, digits and
+// dashes) for key, in Load's cache directory and under its trust rules: an
+// entry is served only if it is trusted, its checksum holds, it was stored
+// for this very key and check accepts its bytes. Otherwise build makes
+// them, and they are cached (one entry per name, replaced) and returned;
+// check is not applied to what build made. hit says the bytes came from the
+// cache. As with Load, a cache that cannot be used is bypassed and logged,
+// never an error; build's error is returned. The subprocess backend keeps
+// its compiled seccomp program here, keyed on the policy's fingerprint.
+func LoadBlob(opts Options, name, key string, build func() ([]byte, error), check func([]byte) error) ([]byte, bool, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if opts.Dir != "" && opts.Dir != NoCache && !filepath.IsAbs(opts.Dir) {
+		return nil, false, fmt.Errorf("%w: cache directory %q is not absolute", ErrInvalidOptions, opts.Dir)
+	}
+	b, o, err := loadBlob(opts, name, key, build, check)
+	if err != nil {
+		return nil, false, err
+	}
+	switch {
+	case o.hit:
+		log.Debug("psych: cached blob", "name", name)
+	case o.untrusted || o.unusable:
+		log.Warn("psych: blob cache not trusted or not usable; rebuilt", "name", name, "reason", o.reason)
+	default:
+		log.Debug("psych: blob built", "name", name, "reason", o.reason)
+	}
+	if o.writeErr != nil {
+		log.Warn("psych: blob cache entry not written", "name", name, "err", o.writeErr)
+	}
+	return b, o.hit, nil
+}
+
 const (
 	reasonOff    = "cache off"
 	reasonNoHome = "no cache directory: XDG_CACHE_HOME and HOME are unset or relative"
