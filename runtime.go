@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -48,9 +49,11 @@ const DefaultMaxSteps = 16
 
 // Runtime is the tool path. It is safe for concurrent use.
 type Runtime struct {
-	cfg  Config
-	reg  *Registry
-	code *tool // run_code, nil without a Sandbox
+	cfg Config
+	reg *Registry
+	// code is run_code, compiled on first use (Execute never needs it);
+	// nil without a Sandbox.
+	code func() (*tool, error)
 }
 
 // New returns a Runtime over cfg.
@@ -78,11 +81,7 @@ func New(cfg Config) (*Runtime, error) {
 		r.reg = NewRegistry()
 	}
 	if cfg.Sandbox != nil {
-		t, err := compile(r.runCodeSpec())
-		if err != nil {
-			return nil, fmt.Errorf("new runtime: %w", err)
-		}
-		r.code = t
+		r.code = sync.OnceValues(func() (*tool, error) { return compile(r.runCodeSpec()) })
 	}
 	return r, nil
 }
@@ -100,7 +99,11 @@ func (r *Runtime) Tools() []Spec {
 
 func (r *Runtime) lookup(name string) *tool {
 	if name == RunCode && r.code != nil {
-		t := *r.code
+		c, err := r.code()
+		if err != nil { // a static schema: only a broken build gets here
+			panic(fmt.Sprintf("psych: run_code's schema: %v", err))
+		}
+		t := *c
 		t.spec = r.runCodeSpec()
 		return &t
 	}
