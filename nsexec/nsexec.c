@@ -25,6 +25,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -830,44 +831,85 @@ __attribute__((noreturn)) static void run_container(void)
 
 // ---- the in-process probe ----
 
-// psych_probe_userns forks (a raw clone with fork semantics, no exec) a
-// child that takes gid/uid, as P does, and makes a user namespace and a
-// mount namespace in it: a user namespace that grants no capabilities
-// (Ubuntu's AppArmor restriction) is as good as none. The child is a copy of a multithreaded host, so it
-// makes raw syscalls only (glibc's set*id would signal the host's threads).
-// It returns 1 when both were made, 0 when they were refused, and -errno
-// when the probe itself failed.
+// probe is what the probe's child shares with the host thread that made it
+// (CLONE_VM): the ids to take, and the answer.
+struct probe {
+	uint32_t uid, gid;
+	int result; // 1, 0, or -errno
+	char stack[2][32768] __attribute__((aligned(16)));
+};
+
+static int probe_grandchild(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+// probe_child runs in the host's memory, on its own stack, with every
+// signal blocked (the host's handlers are Go's, for Go's threads only). It
+// makes raw syscalls only: its credentials are its own, but glibc's set*id
+// would signal the host's threads. A user namespace that grants no
+// capabilities (Ubuntu's AppArmor restriction) is as good as none, so the
+// grandchild is made in a new user namespace and a new mount namespace.
+static int probe_child(void *arg)
+{
+	struct probe *p = arg;
+	p->result = -EPERM;
+	if (syscall(SYS_geteuid) == 0 &&
+	    ((syscall(SYS_setgroups, 0, NULL) < 0 && syscall(SYS_getgroups, 0, NULL) != 0) ||
+	     syscall(SYS_setresgid, p->gid, p->gid, p->gid) < 0 ||
+	     syscall(SYS_setresuid, p->uid, p->uid, p->uid) < 0))
+		return 0;
+	if ((uint32_t)syscall(SYS_geteuid) != p->uid || (uint32_t)syscall(SYS_getegid) != p->gid)
+		return 0;
+	pid_t g = clone(probe_grandchild, p->stack[1] + sizeof p->stack[1],
+			CLONE_VM | CLONE_VFORK | CLONE_NEWUSER | CLONE_NEWNS, NULL);
+	if (g < 0) {
+		p->result = 0;
+		return 0;
+	}
+	int st;
+	while (syscall(SYS_wait4, g, &st, __WALL, NULL) < 0 && errno == EINTR)
+		;
+	p->result = 1;
+	return 0;
+}
+
+// psych_probe_userns makes, without forking the host's memory or
+// starting a program, a child (CLONE_VM|CLONE_VFORK) that takes gid/uid
+// as P does and then makes a grandchild in a new user namespace and a new
+// mount namespace. It returns 1 when that worked, 0 when the kernel
+// refused it, and -errno when the probe itself failed.
 int psych_probe_userns(uint32_t uid, uint32_t gid)
 {
 	if (uid == 0 || gid == 0)
 		return -EPERM;
-	long parent = syscall(SYS_getpid);
-	long c = syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0);
-	if (c < 0)
-		return -errno;
-	if (c == 0) {
-		syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-		if (syscall(SYS_getppid) != parent)
-			syscall(SYS_exit_group, PSYCH_EXIT_HOST_GONE);
-		if (syscall(SYS_geteuid) == 0 &&
-		    ((syscall(SYS_setgroups, 0, NULL) < 0 && syscall(SYS_getgroups, 0, NULL) != 0) ||
-		     syscall(SYS_setresgid, gid, gid, gid) < 0 ||
-		     syscall(SYS_setresuid, uid, uid, uid) < 0))
-			syscall(SYS_exit_group, PSYCH_EXIT_SETUP);
-		if ((uint32_t)syscall(SYS_geteuid) != uid || (uint32_t)syscall(SYS_getegid) != gid)
-			syscall(SYS_exit_group, PSYCH_EXIT_SETUP);
-		int no = syscall(SYS_unshare, CLONE_NEWUSER) < 0 || syscall(SYS_unshare, CLONE_NEWNS) < 0;
-		syscall(SYS_exit_group, no ? PSYCH_EXIT_NO_USERNS : 0);
+	struct probe *p = malloc(sizeof *p);
+	if (!p)
+		return -ENOMEM;
+	p->uid = uid;
+	p->gid = gid;
+	p->result = -EIO;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid_t c = clone(probe_child, p->stack[0] + sizeof p->stack[0], CLONE_VM | CLONE_VFORK, p);
+	int err = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (c < 0) {
+		free(p);
+		return -err;
 	}
 	int st;
-	while (waitpid((pid_t)c, &st, __WALL) < 0)
-		if (errno != EINTR)
-			return -errno;
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-		return 1;
-	if (WIFEXITED(st) && WEXITSTATUS(st) == PSYCH_EXIT_NO_USERNS)
-		return 0;
-	return WIFEXITED(st) && WEXITSTATUS(st) == PSYCH_EXIT_SETUP ? -EPERM : -EIO;
+	while (waitpid(c, &st, __WALL) < 0)
+		if (errno != EINTR) {
+			err = errno;
+			free(p);
+			return -err;
+		}
+	int r = p->result;
+	free(p);
+	return r;
 }
 
 // ---- netns: a NETLINK_ROUTE socket from another network namespace ----
