@@ -129,8 +129,49 @@ func New(cfg Config) (*Sandbox, error) {
 	if c.TmpInodes == 0 {
 		c.TmpInodes = DefaultTmpInodes
 	}
+	// The interpreter's facts (for the view and the bootstrap: one
+	// interpreter start, or none on a cache hit) and the cgroup manager do
+	// not depend on the probe: they overlap it, and the facts are dropped if
+	// the fallback needs none.
+	type learned struct {
+		view     *view
+		launcher *bootstrap.Launcher
+		err      error
+	}
+	learnc := make(chan learned, 1)
+	go func() {
+		var l learned
+		facts, err := learnPython(python, c.CacheDir, s.log)
+		if err == nil {
+			l.view, err = resolveView(python, facts.Prefixes)
+		}
+		if err == nil {
+			l.launcher, err = bootstrap.NewLauncher(facts.Bootstrap)
+		}
+		l.err = err
+		learnc <- l
+	}()
+	type managed struct {
+		cg  *cgroups.Manager
+		err error
+	}
+	cgc := make(chan managed, 1)
+	go func() {
+		host.RemoveStale(c.TmpBase)
+		cgcfg := c.Cgroups
+		if cgcfg.Logger == nil {
+			cgcfg.Logger = s.log
+		}
+		cg, err := cgroups.NewManager(cgcfg)
+		cgc <- managed{cg, err}
+	}()
+	probeErr := error(nil)
 	if s.userns, err = reexec.Probe(c.RunAs.UID, c.RunAs.GID); err != nil {
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+		probeErr = fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	l, m, f := <-learnc, <-cgc, <-filter
+	if probeErr != nil {
+		return nil, probeErr
 	}
 	if !s.userns {
 		s.log.Warn("psych: no user namespace can be had here; runs take the fallback (rlimits, uid drop, seccomp) with no namespaces, no filesystem view and no network denial")
@@ -153,22 +194,13 @@ func New(cfg Config) (*Sandbox, error) {
 		}
 	}
 	if s.userns {
-		// One interpreter start, or none on a cache hit, for the view and
-		// the bootstrap.
-		facts, err := learnPython(python, c.CacheDir, s.log)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+		if l.err != nil {
+			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, l.err)
 		}
-		if s.view, err = resolveView(python, facts.Prefixes); err != nil {
-			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
-		}
-		if s.launcher, err = bootstrap.NewLauncher(facts.Bootstrap); err != nil {
-			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
-		}
+		s.view, s.launcher = l.view, l.launcher
 	}
 	s.landlock = host.LandlockScopes()
 	s.hostNS = host.HostNamespaces()
-	f := <-filter
 	if !s.userns {
 		// The fallback runs as host ids from a range: id 0 alone is refused.
 		f.f, f.err = seccomp.DefaultFilter()
@@ -181,12 +213,7 @@ func New(cfg Config) (*Sandbox, error) {
 			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 		}
 	}
-	host.RemoveStale(c.TmpBase)
-	cgcfg := c.Cgroups
-	if cgcfg.Logger == nil {
-		cgcfg.Logger = s.log
-	}
-	if s.cg, err = cgroups.NewManager(cgcfg); err != nil {
+	if s.cg, err = m.cg, m.err; err != nil {
 		if errors.Is(err, cgroups.ErrInvalid) {
 			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 		}
