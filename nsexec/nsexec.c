@@ -839,10 +839,13 @@ struct probe {
 	char stack[2][32768] __attribute__((aligned(16)));
 };
 
+// probe_grandchild runs in the new user namespace: making a UTS namespace
+// there needs CAP_SYS_ADMIN in it, as P's namespaces do, and costs nothing
+// to copy.
 static int probe_grandchild(void *arg)
 {
 	(void)arg;
-	return 0;
+	return syscall(SYS_unshare, CLONE_NEWUTS) < 0;
 }
 
 // probe_child runs in the host's memory, on its own stack, with every
@@ -850,7 +853,7 @@ static int probe_grandchild(void *arg)
 // makes raw syscalls only: its credentials are its own, but glibc's set*id
 // would signal the host's threads. A user namespace that grants no
 // capabilities (Ubuntu's AppArmor restriction) is as good as none, so the
-// grandchild is made in a new user namespace and a new mount namespace.
+// grandchild, made in a new user namespace, must make a namespace in it.
 static int probe_child(void *arg)
 {
 	struct probe *p = arg;
@@ -863,23 +866,24 @@ static int probe_child(void *arg)
 	if ((uint32_t)syscall(SYS_geteuid) != p->uid || (uint32_t)syscall(SYS_getegid) != p->gid)
 		return 0;
 	pid_t g = clone(probe_grandchild, p->stack[1] + sizeof p->stack[1],
-			CLONE_VM | CLONE_VFORK | CLONE_NEWUSER | CLONE_NEWNS, NULL);
+			CLONE_VM | CLONE_VFORK | CLONE_NEWUSER, NULL);
 	if (g < 0) {
 		p->result = 0;
 		return 0;
 	}
-	int st;
-	while (syscall(SYS_wait4, g, &st, __WALL, NULL) < 0 && errno == EINTR)
+	int st = 0;
+	long r;
+	while ((r = syscall(SYS_wait4, g, &st, __WALL, NULL)) < 0 && errno == EINTR)
 		;
-	p->result = 1;
+	p->result = r < 0 ? -ECHILD : WIFEXITED(st) && WEXITSTATUS(st) == 0;
 	return 0;
 }
 
 // psych_probe_userns makes, without forking the host's memory or
 // starting a program, a child (CLONE_VM|CLONE_VFORK) that takes gid/uid
-// as P does and then makes a grandchild in a new user namespace and a new
-// mount namespace. It returns 1 when that worked, 0 when the kernel
-// refused it, and -errno when the probe itself failed.
+// as P does and then makes a grandchild in a new user namespace, which
+// makes a UTS namespace there. It returns 1 when that worked, 0 when the
+// kernel refused it, and -errno when the probe itself failed.
 int psych_probe_userns(uint32_t uid, uint32_t gid)
 {
 	if (uid == 0 || gid == 0)
