@@ -14,7 +14,7 @@ deps:
 	@./scripts/deps.sh
 
 build: deps
-	$(GO) build -o bin/ ./cmd/psych ./cmd/psych-engines
+	$(GO) build -o bin/ ./cmd/psych ./cmd/psych-full
 
 demo: build
 	./bin/psych run --python $(PYTHON) --demo-tools examples/demo.py

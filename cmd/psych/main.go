@@ -1,8 +1,8 @@
 // Command psych runs one Python program in psych's sandbox and prints the
-// result. It links the subprocess backend and the store only; what needs the
-// container backend (run --backend container, doctor, bench) it hands to
-// psych-engines, beside it or on PATH. See internal/cli for the commands,
-// their flags and exit codes.
+// result. It links the subprocess backend only; what needs the container
+// backend or the store (run --backend container, run --store, runs, doctor,
+// bench) it hands to psych-full, beside it or on PATH. See internal/cli for
+// the commands, their flags and exit codes.
 package main
 
 import (

@@ -19,23 +19,23 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	// psych and, beside it, psych-engines, which it hands the container
+	// psych and, beside it, psych-full, which it hands the container
 	// backend, doctor and bench to.
 	psychBin = filepath.Join(dir, "psych")
-	if out, err := exec.Command("go", "build", "-o", dir+"/", ".", "../psych-engines").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", dir+"/", ".", "../psych-full").CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
-		panic("build psych and psych-engines: " + err.Error() + "\n" + string(out))
+		panic("build psych and psych-full: " + err.Error() + "\n" + string(out))
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-// copyBins copies psych and psych-engines into dir and returns psych's
+// copyBins copies psych and psych-full into dir and returns psych's
 // path there.
 func copyBins(t *testing.T, dir string) string {
 	t.Helper()
-	for _, name := range []string{"psych", "psych-engines"} {
+	for _, name := range []string{"psych", "psych-full"} {
 		b, err := os.ReadFile(filepath.Join(filepath.Dir(psychBin), name))
 		if err != nil {
 			t.Fatal(err)
@@ -222,14 +222,14 @@ func TestContainerBackend(t *testing.T) {
 	}
 }
 
-// TestHandOver: psych hands doctor, bench and --backend container to
-// psych-engines beside it; alone (not beside it, not on PATH) it says where
+// TestHandOver: psych hands doctor, bench, runs, --store and --backend
+// container to psych-full beside it; alone (not beside it, not on PATH) it says where
 // they are and exits 2, having read nothing of stdin.
 func TestHandOver(t *testing.T) {
 	out, errOut, code := cli(t, "", "doctor", "--json", "--python", testPython())
 	var rep struct{ Checks []struct{ Name string } }
 	if json.Unmarshal([]byte(out), &rep) != nil || len(rep.Checks) == 0 {
-		t.Fatalf("psych doctor through psych-engines: exit %d, stdout %q, stderr %s", code, out, errOut)
+		t.Fatalf("psych doctor through psych-full: exit %d, stdout %q, stderr %s", code, out, errOut)
 	}
 	alone := filepath.Join(t.TempDir(), "psych")
 	b, err := os.ReadFile(psychBin)
@@ -244,6 +244,8 @@ func TestHandOver(t *testing.T) {
 		{"bench", "--runs", "1"},
 		{"run", "--backend", "container", "-"},
 		{"runs", "replay", "--backend=container", "--store", "x.db", "ID"},
+		{"runs", "list", "--store", "x.db"},
+		{"run", "--store", "x.db", "-"},
 	} {
 		cmd := exec.Command(alone, args...)
 		cmd.Env = []string{"PATH=/nonexistent"}
@@ -252,8 +254,8 @@ func TestHandOver(t *testing.T) {
 		cmd.Stderr = &e
 		err := cmd.Run()
 		ee, ok := err.(*exec.ExitError)
-		if !ok || ee.ExitCode() != exitUsage || !strings.Contains(e.String(), "psych-engines") {
-			t.Errorf("psych %v alone: %v, stderr %q; want exit 2 naming psych-engines", args, err, e.String())
+		if !ok || ee.ExitCode() != exitUsage || !strings.Contains(e.String(), "psych-full") {
+			t.Errorf("psych %v alone: %v, stderr %q; want exit 2 naming psych-full", args, err, e.String())
 		}
 	}
 	// The lean build runs the subprocess backend itself.

@@ -6,15 +6,16 @@
 //	psych runs list|show|replay --store FILE [ID]
 //	psych doctor | psych bench
 //
-// cmd/psych links the subprocess backend and the store only, so that
-// `psych run` starts in what a small Go program costs. The container
-// backend links the containerd client (gRPC, protobuf, OpenTelemetry: about
-// 4 ms of package initialisation on every start), so it lives in a second
-// build, cmd/psych-engines, with the commands that use it: doctor and bench.
-// psych hands those commands (and `--backend container`) to psych-engines
-// by exec, with the same arguments, looking beside its own executable and
-// then on PATH; without it they fail with a usage error that says how to
-// build it. Both builds accept every command.
+// cmd/psych links the subprocess backend only, so that `psych run` starts
+// in what a small Go program costs. The container backend links the
+// containerd client (gRPC, protobuf, OpenTelemetry: about 4 ms of package
+// initialisation on every start) and the store links SQLite (about 0.5 ms),
+// so both live in a second build, cmd/psych-full, with the commands that use
+// them: runs, doctor and bench. psych hands those commands, `--backend
+// container` and `--store` to psych-full by exec, with the same arguments,
+// looking beside its own executable and then on PATH; without it they fail
+// with a usage error that says how to build it, having read nothing. Both
+// builds accept every command.
 //
 // Every run goes through a psych.Runtime: its bindings are the Runtime's
 // tools (the demo tools with --demo-tools), called through its Policy
@@ -45,10 +46,9 @@ import (
 	"github.com/psych-runtime/psych"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/subprocess"
-	"github.com/psych-runtime/psych/store/sqlite"
 )
 
-// Exit codes, for the commands psych-engines adds.
+// Exit codes, for the commands psych-full adds.
 const (
 	ExitOK          = exitOK
 	ExitHostFault   = exitHostFault
@@ -56,12 +56,12 @@ const (
 	ExitInterrupted = exitInterrupted
 )
 
-// EnginesBinary is the build of this command line that links the container
+// FullBinary is the build of this command line that links the container
 // backend.
-const EnginesBinary = "psych-engines"
+const FullBinary = "psych-full"
 
 // The container backend's defaults, named in the flags' help; a test in
-// cmd/psych-engines keeps them equal to sandbox/container's.
+// cmd/psych-full keeps them equal to sandbox/container's.
 const (
 	DefaultImage           = "python:3.12-slim"
 	DefaultContainerPython = "/usr/local/bin/python3"
@@ -75,11 +75,18 @@ type ContainerOptions struct {
 	MaxOutputBytes                 int
 }
 
-// Engines is what psych-engines adds: the container backend, and commands
-// of its own (doctor, bench) by name.
+// Engines is what psych-full adds: the container backend, the SQLite
+// store, and commands of its own (doctor, bench) by name.
 type Engines struct {
 	Container func(ContainerOptions) (sandbox.Sandbox, func(), error)
+	OpenStore func(path string) (Store, error)
 	Commands  map[string]func(args []string, stdout, stderr io.Writer) int
+}
+
+// Store is a psych.Store that is closed when the command is done.
+type Store interface {
+	psych.Store
+	Close() error
 }
 
 // cli is one invocation: its whole argument list, kept for a hand-over.
@@ -90,18 +97,18 @@ type cli struct {
 
 // Main runs the command line args (without the program name) and returns
 // the exit code. With eng nil, what needs the container backend is handed
-// to psych-engines (see the package doc).
+// to psych-full (see the package doc).
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, eng *Engines) int {
 	c := &cli{args: args, eng: eng}
 	return c.run(args, stdin, stdout, stderr)
 }
 
-// handOver replaces this process with psych-engines, given the same
+// handOver replaces this process with psych-full, given the same
 // arguments; it returns only on failure.
 func (c *cli) handOver(stderr io.Writer, what string) int {
 	path, err := findEngines()
 	if err != nil {
-		fmt.Fprintf(stderr, "psych: %s is in %s, the build that links the container backend: %v (make build puts it beside psych; or go install github.com/psych-runtime/psych/cmd/%s)\n", what, EnginesBinary, err, EnginesBinary)
+		fmt.Fprintf(stderr, "psych: %s is in %s, the build that links the container backend: %v (make build puts it beside psych; or go install github.com/psych-runtime/psych/cmd/%s)\n", what, FullBinary, err, FullBinary)
 		return exitUsage
 	}
 	err = syscall.Exec(path, append([]string{path}, c.args...), os.Environ())
@@ -109,15 +116,15 @@ func (c *cli) handOver(stderr io.Writer, what string) int {
 	return exitHostFault
 }
 
-// findEngines looks for psych-engines beside this executable, then on PATH.
+// findEngines looks for psych-full beside this executable, then on PATH.
 func findEngines() (string, error) {
 	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), EnginesBinary)
+		p := filepath.Join(filepath.Dir(exe), FullBinary)
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
 			return p, nil
 		}
 	}
-	p, err := exec.LookPath(EnginesBinary)
+	p, err := exec.LookPath(FullBinary)
 	if err != nil {
 		return "", fmt.Errorf("not beside this executable nor on PATH")
 	}
@@ -150,6 +157,9 @@ func (c *cli) run(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	case "run":
 		return c.runCmd(args[1:], stdin, stdout, stderr)
 	case "runs":
+		if c.eng == nil {
+			return c.handOver(stderr, "psych runs")
+		}
 		return c.runsCmd(args[1:], stdout, stderr)
 	case "doctor", "bench":
 		if c.eng == nil {
@@ -208,6 +218,9 @@ func (c *cli) runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	if f.backend == "container" && c.eng == nil {
 		return c.handOver(stderr, "--backend container")
 	}
+	if f.store != "" && c.eng == nil {
+		return c.handOver(stderr, "--store")
+	}
 	code, err := readProgram(fs.Arg(0), stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "psych run: %v\n", err)
@@ -240,7 +253,7 @@ func (c *cli) runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 		}
 	}
 	if f.store != "" {
-		st, err := sqlite.Open(f.store)
+		st, err := c.eng.OpenStore(f.store)
 		if err != nil {
 			fmt.Fprintf(stderr, "psych run: %v\n", err)
 			return exitUsage
@@ -329,7 +342,7 @@ func (c *cli) newSandbox(f *runFlags) (sandbox.Sandbox, func(), error) {
 			return nil, nil, fmt.Errorf("--python is for --backend subprocess (use --container-python): %w", sandbox.ErrInvalidConfig)
 		}
 		if c.eng == nil || c.eng.Container == nil {
-			return nil, nil, fmt.Errorf("--backend container: this build has no container backend (it is in %s): %w", EnginesBinary, sandbox.ErrInvalidConfig)
+			return nil, nil, fmt.Errorf("--backend container: this build has no container backend (it is in %s): %w", FullBinary, sandbox.ErrInvalidConfig)
 		}
 		return c.eng.Container(ContainerOptions{
 			Engine:               f.engine,

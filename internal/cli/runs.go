@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/psych-runtime/psych"
-	"github.com/psych-runtime/psych/store/sqlite"
 )
 
 const runsUsage = `usage: psych runs list --store FILE [--json]
@@ -68,14 +67,11 @@ func (c *cli) runsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, runsUsage)
 		return exitUsage
 	}
-	if args[0] == "replay" && f.backend == "container" && c.eng == nil {
-		return c.handOver(stderr, "--backend container")
-	}
 	if _, err := os.Stat(f.store); err != nil {
 		fmt.Fprintf(stderr, "psych runs: %v\n", err)
 		return exitUsage
 	}
-	st, err := sqlite.Open(f.store)
+	st, err := c.eng.OpenStore(f.store)
 	if err != nil {
 		fmt.Fprintf(stderr, "psych runs: %v\n", err)
 		return exitUsage

@@ -1,7 +1,7 @@
-// Command psych-engines is psych's command line with the container backend
-// (containerd, podman, docker) linked in, and the commands that use it:
-// psych doctor and psych bench. psych hands those to it by exec; it accepts
-// every psych command itself. See internal/cli.
+// Command psych-full is psych's command line with everything linked: the
+// container backend (containerd, podman, docker), the SQLite store, and the
+// commands that use them (runs, doctor, bench). psych hands those to it by
+// exec; it accepts every psych command itself. See internal/cli.
 package main
 
 import (
@@ -11,6 +11,7 @@ import (
 	"github.com/psych-runtime/psych/internal/cli"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/container"
+	"github.com/psych-runtime/psych/store/sqlite"
 )
 
 const (
@@ -27,6 +28,7 @@ func main() {
 func engines() *cli.Engines {
 	return &cli.Engines{
 		Container: newContainer,
+		OpenStore: func(path string) (cli.Store, error) { return sqlite.Open(path) },
 		Commands: map[string]func([]string, io.Writer, io.Writer) int{
 			"doctor": doctorCmd,
 			"bench":  benchCmd,
