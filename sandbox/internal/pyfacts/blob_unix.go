@@ -10,11 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// blobPayload is a blob entry's payload: the key it was built for and its
-// bytes.
+// blobPayload is a blob entry's payload: the key it was built for. The
+// bytes are the entry's tail.
 type blobPayload struct {
-	Key  string `json:"key"`
-	Data []byte `json:"data"`
+	Key string `json:"key"`
 }
 
 var blobNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
@@ -44,7 +43,7 @@ func loadBlob(opts Options, name, key string, build func() ([]byte, error), chec
 	defer unix.Close(dfd)
 	entry := blobEntryName(name)
 	o := outcome{}
-	body, err := readBody(dfd, entry)
+	body, tail, err := readBody(dfd, entry)
 	if err == nil {
 		var p blobPayload
 		switch err = decodeStrict(body, &p); {
@@ -53,8 +52,8 @@ func loadBlob(opts Options, name, key string, build func() ([]byte, error), chec
 		case p.Key != key:
 			err = fmt.Errorf("entry %s is for another key", entry)
 		default:
-			if err = check(p.Data); err == nil {
-				return p.Data, outcome{hit: true}, nil
+			if err = check(tail); err == nil {
+				return tail, outcome{hit: true}, nil
 			}
 			err = fmt.Errorf("entry %s: %w", entry, err)
 		}
@@ -66,9 +65,9 @@ func loadBlob(opts Options, name, key string, build func() ([]byte, error), chec
 	if err != nil {
 		return nil, o, err
 	}
-	raw, err := json.Marshal(blobPayload{Key: key, Data: b})
+	raw, err := json.Marshal(blobPayload{Key: key})
 	if err == nil {
-		err = writeEnvelope(dfd, entry, raw)
+		err = writeEnvelope(dfd, entry, raw, b)
 	}
 	o.writeErr = err
 	return b, o, nil

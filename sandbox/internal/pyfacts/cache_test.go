@@ -4,7 +4,7 @@ package pyfacts
 
 import (
 	"bytes"
-	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -274,21 +274,38 @@ func entryOf(t *testing.T, dir, python string) (string, []byte) {
 	return p, b
 }
 
+// split cuts an entry into its envelope (decoded), its payload's bytes and
+// its tail (the compiled bootstrap).
+func split(t *testing.T, data []byte) (entry, []byte, []byte) {
+	t.Helper()
+	header, tail, ok := bytes.Cut(data, []byte("\n"))
+	if !ok {
+		t.Fatal("no header line")
+	}
+	var e entry
+	if err := json.Unmarshal(header, &e); err != nil {
+		t.Fatal(err)
+	}
+	return e, e.Payload, tail
+}
+
+// seal makes an entry of a payload and a tail, with a matching checksum.
+func seal(body, tail []byte) []byte {
+	sum := envelopeSum(body, tail)
+	return append([]byte(fmt.Sprintf(`{"format":%d,"sha256":"%s","payload":%s}`+"\n", formatVersion, hex.EncodeToString(sum[:]), body)), tail...)
+}
+
 // resum rewrites an entry's payload with edit and a matching checksum.
 func resum(t *testing.T, data []byte, edit func(*payload)) []byte {
 	t.Helper()
-	var e entry
-	if err := json.Unmarshal(data, &e); err != nil {
-		t.Fatal(err)
-	}
+	_, body, tail := split(t, data)
 	var p payload
-	if err := json.Unmarshal(e.Payload, &p); err != nil {
+	if err := json.Unmarshal(body, &p); err != nil {
 		t.Fatal(err)
 	}
 	edit(&p)
-	body, _ := json.Marshal(p)
-	sum := sha256.Sum256(body)
-	return []byte(fmt.Sprintf(`{"format":1,"sha256":"%s","payload":%s}`, hex.EncodeToString(sum[:]), body))
+	body, _ = json.Marshal(p)
+	return seal(body, tail)
 }
 
 func TestCacheCorruptEntry(t *testing.T) {
@@ -305,18 +322,24 @@ func TestCacheCorruptEntry(t *testing.T) {
 		}},
 		{"flipped byte in the code", func(b []byte) []byte {
 			b = bytes.Clone(b)
-			i := bytes.Index(b, []byte(`"bootstrap":"Y`)) + len(`"bootstrap":"Y`) + 100
-			b[i] ^= 0x20 // a letter's case: still base64, still JSON
+			b[len(b)-100] ^= 0x20
 			return b
+		}},
+		{"no code, checksum matches", func(b []byte) []byte {
+			_, body, _ := split(t, b)
+			return seal(body, nil)
+		}},
+		{"code in the payload too, checksum matches", func(b []byte) []byte {
+			_, _, tail := split(t, b)
+			return resum(t, b, func(p *payload) { p.Facts.Bootstrap = base64.StdEncoding.EncodeToString(tail) })
 		}},
 		{"truncated", func(b []byte) []byte { return b[:len(b)/2] }},
 		{"empty", func(b []byte) []byte { return nil }},
 		{"wrong checksum", func(b []byte) []byte {
-			var e entry
-			json.Unmarshal(b, &e)
+			e, _, tail := split(t, b)
 			e.SHA256 = strings.Repeat("0", 64)
 			out, _ := json.Marshal(e)
-			return out
+			return append(append(out, '\n'), tail...)
 		}},
 		{"identity mismatch, checksum matches", func(b []byte) []byte {
 			return resum(t, b, func(p *payload) { p.Key.File.Ino++ })
@@ -328,13 +351,15 @@ func TestCacheCorruptEntry(t *testing.T) {
 			return resum(t, b, func(p *payload) { p.Facts.Prefixes[0] = "usr" })
 		}},
 		{"oversized code, checksum matches", func(b []byte) []byte {
-			return resum(t, b, func(p *payload) { p.Facts.Bootstrap = strings.Repeat("QUFB", 40<<10) })
+			_, body, _ := split(t, b)
+			return seal(body, bytes.Repeat([]byte("A"), 200<<10))
 		}},
 		{"another format", func(b []byte) []byte {
-			return bytes.Replace(b, []byte(`{"format":1,`), []byte(`{"format":99,`), 1)
+			return bytes.Replace(b, []byte(fmt.Sprintf(`{"format":%d,`, formatVersion)), []byte(`{"format":99,`), 1)
 		}},
 		{"unknown field", func(b []byte) []byte {
-			return bytes.Replace(b, []byte(`{"format":1,`), []byte(`{"format":1,"extra":1,`), 1)
+			f := fmt.Sprintf(`{"format":%d,`, formatVersion)
+			return bytes.Replace(b, []byte(f), []byte(f+`"extra":1,`), 1)
 		}},
 		{"trailing data", func(b []byte) []byte { return append(bytes.Clone(b), "{}"...) }},
 		{"oversized", func(b []byte) []byte { return append(bytes.Clone(b), bytes.Repeat([]byte(" "), MaxEntryBytes)...) }},

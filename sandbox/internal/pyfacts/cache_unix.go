@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -277,9 +278,9 @@ func untrustedf(format string, args ...any) error {
 }
 
 // readPayload reads the entry name in the directory dfd (readBody) and
-// decodes its payload.
+// decodes its payload; the compiled bootstrap is the entry's tail.
 func readPayload(dfd int, name string) (payload, error) {
-	body, err := readBody(dfd, name)
+	body, code, err := readBody(dfd, name)
 	if err != nil {
 		return payload{}, err
 	}
@@ -287,107 +288,132 @@ func readPayload(dfd int, name string) (payload, error) {
 	if err := decodeStrict(body, &p); err != nil {
 		return payload{}, fmt.Errorf("entry %s has a malformed payload: %w", name, err)
 	}
+	if p.Facts.Bootstrap != "" {
+		return payload{}, fmt.Errorf("entry %s carries its bootstrap in the payload", name)
+	}
+	p.Facts.Bootstrap = base64.StdEncoding.EncodeToString(code)
 	return p, nil
 }
 
 // readBody opens the entry name in the directory dfd without following a
 // symlink, checks the opened file (fstat) and its checksum, and returns the
-// payload's bytes.
-func readBody(dfd int, name string) ([]byte, error) {
+// payload's bytes and the tail's.
+func readBody(dfd int, name string) (body, tail []byte, err error) {
 	var fd int
-	err := retry(func() (err error) {
+	err = retry(func() (err error) {
 		fd, err = unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 		return err
 	})
 	switch {
 	case errors.Is(err, unix.ENOENT):
-		return nil, fmt.Errorf("no entry")
+		return nil, nil, fmt.Errorf("no entry")
 	case errors.Is(err, unix.ELOOP):
-		return nil, untrustedf("entry %s is a symlink", name)
+		return nil, nil, untrustedf("entry %s is a symlink", name)
 	case err != nil:
-		return nil, fmt.Errorf("open entry %s: %w", name, os.NewSyscallError("openat", err))
+		return nil, nil, fmt.Errorf("open entry %s: %w", name, os.NewSyscallError("openat", err))
 	}
 	file := os.NewFile(uintptr(fd), name)
 	defer file.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("stat entry %s: %w", name, os.NewSyscallError("fstat", err))
+		return nil, nil, fmt.Errorf("stat entry %s: %w", name, os.NewSyscallError("fstat", err))
 	}
 	euid := uint32(os.Geteuid())
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return nil, untrustedf("entry %s is not a regular file", name)
+		return nil, nil, untrustedf("entry %s is not a regular file", name)
 	case st.Uid != euid:
-		return nil, untrustedf("entry %s is owned by uid %d, not %d", name, st.Uid, euid)
+		return nil, nil, untrustedf("entry %s is owned by uid %d, not %d", name, st.Uid, euid)
 	case st.Mode&0o7777 != 0o600:
-		return nil, untrustedf("entry %s has mode %04o, want 0600", name, st.Mode&0o7777)
+		return nil, nil, untrustedf("entry %s has mode %04o, want 0600", name, st.Mode&0o7777)
 	case st.Nlink != 1:
-		return nil, untrustedf("entry %s has %d links", name, st.Nlink)
+		return nil, nil, untrustedf("entry %s has %d links", name, st.Nlink)
 	case st.Size > MaxEntryBytes:
-		return nil, fmt.Errorf("entry %s is %d bytes, over %d", name, st.Size, MaxEntryBytes)
+		return nil, nil, fmt.Errorf("entry %s is %d bytes, over %d", name, st.Size, MaxEntryBytes)
 	}
 	data, err := io.ReadAll(io.LimitReader(file, MaxEntryBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("read entry %s: %w", name, err)
+		return nil, nil, fmt.Errorf("read entry %s: %w", name, err)
 	}
 	if len(data) > MaxEntryBytes {
-		return nil, fmt.Errorf("entry %s is over %d bytes", name, MaxEntryBytes)
+		return nil, nil, fmt.Errorf("entry %s is over %d bytes", name, MaxEntryBytes)
 	}
 	return openEnvelope(name, data)
 }
 
 // openEnvelope checks an entry's exact layout, as writeEnvelope makes it,
-// and its checksum, and returns the payload's bytes. It reads the envelope
-// by its fixed layout, not as JSON: that would scan the payload (a 60 KB
-// compiled bootstrap) twice more on every hit.
-func openEnvelope(name string, data []byte) ([]byte, error) {
+// and its checksum, and returns the payload's bytes and the tail's. It reads
+// the header line by its fixed layout, not as JSON, and the tail (a 45 KB
+// compiled bootstrap) as bytes: JSON would scan it four times on every hit.
+func openEnvelope(name string, data []byte) (body, tail []byte, err error) {
+	header, tail, ok := bytes.Cut(data, []byte("\n"))
+	if !ok {
+		return nil, nil, fmt.Errorf("entry %s is malformed: no header line", name)
+	}
 	prefix := fmt.Sprintf(`{"format":%d,"sha256":"`, formatVersion)
 	const sumLen, mid = 64, `","payload":`
-	rest, ok := bytes.CutPrefix(data, []byte(prefix))
+	rest, ok := bytes.CutPrefix(header, []byte(prefix))
 	if !ok {
 		var e struct {
 			Format int `json:"format"`
 		}
-		if json.Unmarshal(data, &e) == nil && e.Format != formatVersion {
-			return nil, fmt.Errorf("entry %s has format %d, want %d", name, e.Format, formatVersion)
+		if json.Unmarshal(header, &e) == nil && e.Format != formatVersion {
+			return nil, nil, fmt.Errorf("entry %s has format %d, want %d", name, e.Format, formatVersion)
 		}
-		return nil, fmt.Errorf("entry %s is malformed: no envelope of format %d", name, formatVersion)
+		return nil, nil, fmt.Errorf("entry %s is malformed: no envelope of format %d", name, formatVersion)
 	}
 	if len(rest) < sumLen+len(mid) || !bytes.Equal(rest[sumLen:sumLen+len(mid)], []byte(mid)) {
-		return nil, fmt.Errorf("entry %s is malformed: no checksum", name)
+		return nil, nil, fmt.Errorf("entry %s is malformed: no checksum", name)
 	}
 	sum, body := string(rest[:sumLen]), rest[sumLen+len(mid):]
-	body = bytes.TrimSuffix(body, []byte("\n"))
-	body, ok = bytes.CutSuffix(body, []byte("}"))
-	if !ok {
-		return nil, fmt.Errorf("entry %s is malformed: no end", name)
+	if body, ok = bytes.CutSuffix(body, []byte("}")); !ok {
+		return nil, nil, fmt.Errorf("entry %s is malformed: no end", name)
 	}
-	if got := sha256.Sum256(body); sum != hex.EncodeToString(got[:]) {
-		return nil, fmt.Errorf("entry %s fails its checksum", name)
+	if got := envelopeSum(body, tail); sum != hex.EncodeToString(got[:]) {
+		return nil, nil, fmt.Errorf("entry %s fails its checksum", name)
 	}
-	return body, nil
+	return body, tail, nil
+}
+
+// envelopeSum is an entry's checksum: SHA-256 over the payload, a line
+// break and the tail.
+func envelopeSum(body, tail []byte) [32]byte {
+	h := sha256.New()
+	h.Write(body)
+	h.Write([]byte("\n"))
+	h.Write(tail)
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // writeEntry replaces the entry name in dfd atomically: a 0600 temporary
 // file beside it, fsync, rename over it, fsync of the directory. A symlink
 // or foreign file in its place is replaced, never followed.
 func writeEntry(dfd int, name string, k key, f Facts) error {
+	code, err := base64.StdEncoding.Strict().DecodeString(f.Bootstrap)
+	if err != nil {
+		return fmt.Errorf("encode entry: %w", err)
+	}
+	f.Bootstrap = ""
 	body, err := json.Marshal(payload{Key: k, Facts: f})
 	if err != nil {
 		return fmt.Errorf("encode entry: %w", err)
 	}
-	return writeEnvelope(dfd, name, body)
+	return writeEnvelope(dfd, name, body, code)
 }
 
-// writeEnvelope writes body, a JSON value, as the entry name in dfd:
-// {"format":N,"sha256":HEX,"payload":BODY}, the checksum over BODY's exact
-// bytes, replaced atomically as writeEntry says.
-func writeEnvelope(dfd int, name string, body []byte) (retErr error) {
-	sum := sha256.Sum256(body)
+// writeEnvelope writes body, a JSON value, and tail, any bytes, as the entry
+// name in dfd: the line {"format":N,"sha256":HEX,"payload":BODY}, then the
+// tail, the checksum over BODY's exact bytes, a line break and the tail
+// (envelopeSum); replaced atomically as writeEntry says.
+func writeEnvelope(dfd int, name string, body, tail []byte) (retErr error) {
+	sum := envelopeSum(body, tail)
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, `{"format":%d,"sha256":"%s","payload":`, formatVersion, hex.EncodeToString(sum[:]))
 	buf.Write(body)
 	buf.WriteString("}\n")
+	buf.Write(tail)
 
 	var rnd [8]byte
 	rand.Read(rnd[:])

@@ -17,8 +17,9 @@
 // One file per interpreter path, named by a hash of the path and the format
 // version, in the cache directory: Options.Dir, else $XDG_CACHE_HOME/psych
 // when that is set and absolute, else /var/cache/psych for euid 0, else
-// $HOME/.cache/psych; NoCache turns it off. An entry holds its key and its
-// facts, and a SHA-256 of both. The key is the path as given; the path
+// $HOME/.cache/psych; NoCache turns it off. An entry is one line,
+// {"format":2,"sha256":HEX,"payload":{"key":…,"facts":…}}, then the compiled
+// bootstrap's bytes; the SHA-256 covers the payload and those bytes. The key is the path as given; the path
 // after symlinks; the real file's device, inode, size, mode, mtime and ctime
 // (nanoseconds); the same identity of pyvenv.cfg beside the path and one
 // level up (absent or not), since a virtualenv's prefixes come from it; and
@@ -100,7 +101,7 @@ type Options struct {
 }
 
 // formatVersion changes whenever an entry's layout or meaning does.
-const formatVersion = 1
+const formatVersion = 2
 
 // askTimeout bounds the one interpreter start of a miss.
 const askTimeout = 30 * time.Second
