@@ -3,17 +3,29 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"regexp"
 )
 
-// An execution's id is 1 to 64 characters of ASCII letters, digits and
-// "._:-", so that it is safe in a file name, a label and a log line.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+// validID reports whether id is 1 to 64 characters of ASCII letters, digits
+// and "._:-", so that it is safe in a file name, a label and a log line. (A
+// regexp with {1,64} costs 0.1 ms to compile at every process start.)
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // CheckID returns why id cannot be an execution's id, or nil. The error
 // wraps ErrInvalidRequest.
 func CheckID(id string) error {
-	if !idPattern.MatchString(id) {
+	if !validID(id) {
 		return fmt.Errorf("run id %.80q: want 1 to 64 of A-Z a-z 0-9 . _ : -: %w", id, ErrInvalidRequest)
 	}
 	return nil

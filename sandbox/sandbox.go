@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -60,7 +59,21 @@ type Bindings interface {
 	Call(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error)
 }
 
-var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// identifier reports whether s is an ASCII Python identifier.
+func identifier(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', c == '_':
+		case '0' <= c && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // pythonKeywords are Python's hard keywords (keyword.kwlist, the same from
 // 3.8 to 3.13). Soft keywords (match, case, type, _) are ordinary names.
@@ -76,7 +89,7 @@ var pythonKeywords = map[string]bool{
 
 // IsIdentifier reports whether s is an ASCII Python identifier that is not a
 // keyword: the names a binding's parameters may have.
-func IsIdentifier(s string) bool { return identifier.MatchString(s) && !pythonKeywords[s] }
+func IsIdentifier(s string) bool { return identifier(s) && !pythonKeywords[s] }
 
 // IsReservedName reports whether name may not be a binding's (or a tool's)
 // name although it is an identifier: run_code, the sandbox's own tool;

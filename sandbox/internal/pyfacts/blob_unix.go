@@ -5,7 +5,6 @@ package pyfacts
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,12 +15,23 @@ type blobPayload struct {
 	Key string `json:"key"`
 }
 
-var blobNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
+// validBlobName: 1 to 64 of a-z 0-9 and -, starting with a letter.
+func validBlobName(n string) bool {
+	if len(n) == 0 || len(n) > 64 || n[0] < 'a' || n[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		if c := n[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 func blobEntryName(name string) string { return "blob-" + name + ".json" }
 
 func loadBlob(opts Options, name, key string, build func() ([]byte, error), check func([]byte) error) ([]byte, outcome, error) {
-	if !blobNameRE.MatchString(name) {
+	if !validBlobName(name) {
 		return nil, outcome{}, fmt.Errorf("%w: blob name %q", ErrInvalidOptions, name)
 	}
 	dir := opts.Dir

@@ -63,7 +63,6 @@ import (
 	"log/slog"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -226,7 +225,19 @@ func compute(python string) (Facts, error) {
 	return f, nil
 }
 
-var versionRE = regexp.MustCompile(`^[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}$`)
+// validVersion: three dot-separated numbers of 1 to 4 digits.
+func validVersion(v string) bool {
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	for _, p := range parts {
+		if len(p) == 0 || len(p) > 4 || strings.Trim(p, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
+}
 
 // check is what facts must satisfy to be used or cached, wherever they
 // came from.
@@ -239,7 +250,7 @@ func (f *Facts) check() error {
 			return fmt.Errorf("%w: prefix %q is not an absolute path", ErrBadFacts, p)
 		}
 	}
-	if !versionRE.MatchString(f.Version) {
+	if !validVersion(f.Version) {
 		return fmt.Errorf("%w: version %q", ErrBadFacts, f.Version)
 	}
 	if _, err := bootstrap.NewLauncher(f.Bootstrap); err != nil {
