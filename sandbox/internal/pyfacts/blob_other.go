@@ -11,4 +11,3 @@ func loadBlob(opts Options, name, key string, build func() ([]byte, error), chec
 	b, err := build()
 	return b, outcome{bypassed: true, reason: "no cache on " + runtime.GOOS}, err
 }
-

@@ -681,3 +681,24 @@ func TestCachePrunesDeadEntries(t *testing.T) {
 	}
 	mustLoad(t, kept.path, dir, true)
 }
+
+// TestUnsupportedPython: an interpreter older than MinPython, or one that
+// takes no -I, is refused with ErrUnsupportedPython, naming the version.
+func TestUnsupportedPython(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "python3.7")
+	script := "#!/bin/sh\ncat >/dev/null\nprintf '%s' '{\"prefixes\":[\"/usr\",\"/usr\",\"/usr\",\"/usr\"],\"version\":\"3.7.16\",\"bootstrap\":\"\"}'\n"
+	if err := os.WriteFile(old, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Load(old, Options{Dir: NoCache}); !errors.Is(err, ErrUnsupportedPython) || !strings.Contains(err.Error(), "3.7.16") || !strings.Contains(err.Error(), MinPython) {
+		t.Fatalf("Python 3.7: %v", err)
+	}
+	py2 := filepath.Join(dir, "python2")
+	if err := os.WriteFile(py2, []byte("#!/bin/sh\necho 'Unknown option: -I' >&2\nexit 2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Load(py2, Options{Dir: NoCache}); !errors.Is(err, ErrUnsupportedPython) {
+		t.Fatalf("an interpreter without -I: %v", err)
+	}
+}

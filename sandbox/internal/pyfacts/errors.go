@@ -9,4 +9,7 @@ var (
 	// ErrBadFacts: what the interpreter printed (or an entry held) is not
 	// usable facts.
 	ErrBadFacts = errors.New("bad interpreter facts")
+	// ErrUnsupportedPython: the interpreter is older than the bootstrap
+	// serves (MinPython).
+	ErrUnsupportedPython = errors.New("unsupported Python version")
 )

@@ -196,12 +196,21 @@ const (
 	reasonNoHome = "no cache directory: XDG_CACHE_HOME and HOME are unset or relative"
 )
 
+// MinPython is the oldest Python the bootstrap serves.
+const MinPython = "3.8"
+
 // factsScript prints the facts as one JSON object, compiling the Source it
-// reads on stdin as Prepare does.
-const factsScript = "import sys,json,marshal,binascii;" +
-	"c=binascii.b2a_base64(marshal.dumps(compile(sys.stdin.buffer.read(),'<psych-bootstrap>','exec')),newline=False).decode();" +
-	"sys.stdout.write(json.dumps({'prefixes':[sys.prefix,sys.base_prefix,sys.exec_prefix,sys.base_exec_prefix]," +
-	"'version':'%d.%d.%d'%sys.version_info[:3],'bootstrap':c}))"
+// reads on stdin as Prepare does. An interpreter older than MinPython prints
+// its version and no bootstrap (the source would not compile there); the
+// script itself runs on any Python that takes -I.
+const factsScript = "import sys,json\n" +
+	"v='%d.%d.%d'%tuple(sys.version_info[:3])\n" +
+	"p=[sys.prefix,getattr(sys,'base_prefix',sys.prefix),sys.exec_prefix,getattr(sys,'base_exec_prefix',sys.exec_prefix)]\n" +
+	"c=''\n" +
+	"if sys.version_info[:2]>=(3,8):\n" +
+	" import marshal,binascii\n" +
+	" c=binascii.b2a_base64(marshal.dumps(compile(sys.stdin.buffer.read(),'<psych-bootstrap>','exec')),newline=False).decode()\n" +
+	"sys.stdout.write(json.dumps({'prefixes':p,'version':v,'bootstrap':c}))\n"
 
 // compute starts python once and checks its answer.
 func compute(python string) (Facts, error) {
@@ -213,6 +222,10 @@ func compute(python string) (Facts, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
+		if bytes.Contains(stderr.Bytes(), []byte("Unknown option")) {
+			// -I is Python 3.4's: this is a Python 2 or an early 3.
+			return Facts{}, fmt.Errorf("%s: %w: it takes no -I (the bootstrap needs Python %s or later)", python, ErrUnsupportedPython, MinPython)
+		}
 		return Facts{}, fmt.Errorf("ask %s for its prefixes and compile the bootstrap: %w: %s", python, err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	var f Facts
@@ -252,6 +265,11 @@ func (f *Facts) check() error {
 	}
 	if !validVersion(f.Version) {
 		return fmt.Errorf("%w: version %q", ErrBadFacts, f.Version)
+	}
+	var major, minor int
+	fmt.Sscanf(f.Version, "%d.%d", &major, &minor)
+	if major < 3 || major == 3 && minor < 8 {
+		return fmt.Errorf("%w: Python %s (the bootstrap needs Python %s or later)", ErrUnsupportedPython, f.Version, MinPython)
 	}
 	if _, err := bootstrap.NewLauncher(f.Bootstrap); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadFacts, err)
