@@ -211,23 +211,41 @@ func mountPoints(root string) error {
 	return nil
 }
 
-func (e *containerdEngine) start(ctx context.Context, rs *runSpec) (_ task, retErr error) {
+// startTimeout bounds the engine's create and start RPCs, which run under
+// a context of their own (see start).
+const startTimeout = 60 * time.Second
+
+// start creates the run's snapshot, container and task and starts it. The
+// RPCs run under a context the caller cannot cancel: a call cancelled in
+// flight may still have made its object in the daemon, unseen by the
+// client. The caller's cancellation is checked between the steps instead,
+// and a failed or cancelled start removes what exists by the run's id.
+func (e *containerdEngine) start(caller context.Context, rs *runSpec) (_ task, retErr error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(caller), startTimeout)
+	defer cancel()
 	ctx, done, err := e.c.WithLease(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("containerd lease: %w", err)
 	}
 	defer done(context.WithoutCancel(ctx))
 	sn := e.c.SnapshotService(snapshotter)
-	if _, err := sn.View(ctx, rs.id, e.base, snapshots.WithLabels(rs.labels)); err != nil {
-		return nil, fmt.Errorf("containerd view snapshot: %w", err)
-	}
 	t := &containerdTask{e: e, id: rs.id, exited: make(chan struct{})}
 	defer func() {
 		if retErr != nil {
-			t.remove(context.WithoutCancel(ctx))
+			t.removeByID(context.WithoutCancel(ctx))
 			sn.Remove(context.WithoutCancel(ctx), rs.id)
 		}
 	}()
+	step := func(what string, err error) error {
+		if err != nil {
+			return fmt.Errorf("containerd %s: %w", what, err)
+		}
+		return caller.Err()
+	}
+	_, err = sn.View(ctx, rs.id, e.base, snapshots.WithLabels(rs.labels))
+	if err := step("view snapshot", err); err != nil {
+		return nil, err
+	}
 	opts := append(append([]oci.SpecOpts{}, e.specOpts...), harden(rs))
 	t.ctr, err = e.c.NewContainer(ctx, rs.id,
 		client.WithSnapshotter(snapshotter),
@@ -236,12 +254,12 @@ func (e *containerdEngine) start(ctx context.Context, rs *runSpec) (_ task, retE
 		client.WithRuntime("io.containerd.runc.v2", nil),
 		client.WithNewSpec(opts...),
 	)
-	if err != nil {
-		return nil, fmt.Errorf("containerd new container: %w", err)
+	if err := step("new container", err); err != nil {
+		return nil, err
 	}
 	t.task, err = t.ctr.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, rs.stdout, rs.stderr)))
-	if err != nil {
-		return nil, fmt.Errorf("containerd new task: %w", err)
+	if err := step("new task", err); err != nil {
+		return nil, err
 	}
 	wait, err := t.task.Wait(context.WithoutCancel(ctx))
 	if err != nil {
@@ -255,10 +273,29 @@ func (e *containerdEngine) start(ctx context.Context, rs *runSpec) (_ task, retE
 		t.mu.Unlock()
 		close(t.exited)
 	}()
-	if err := t.task.Start(ctx); err != nil {
-		return nil, fmt.Errorf("containerd start task: %w", err)
+	if err := step("start task", t.task.Start(ctx)); err != nil {
+		return nil, err
 	}
 	return t, nil
+}
+
+// removeByID is remove for a start that failed or was cancelled: what the
+// client did not get back (a container or task an interrupted call made) is
+// looked up by the run's id first.
+func (t *containerdTask) removeByID(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+	defer cancel()
+	if t.ctr == nil {
+		if c, err := t.e.c.LoadContainer(ctx, t.id); err == nil {
+			t.ctr = c
+		}
+	}
+	if t.ctr != nil && t.task == nil {
+		if tk, err := t.ctr.Task(ctx, nil); err == nil {
+			t.task = tk
+		}
+	}
+	t.remove(ctx)
 }
 
 // containerdTask is one container and its task.

@@ -63,7 +63,6 @@ func containerdTarget() *target {
 		leftovers: func(t *testing.T) []string {
 			return containerdLeftovers(t, container.DefaultContainerdAddress, container.DefaultRunBase)
 		},
-		known:    cancelledStarts,
 		knownFDs: initPidfds,
 		clean: func(left []string) {
 			removeRuns(container.DefaultContainerdAddress, left)
@@ -126,45 +125,6 @@ func removeRuns(addr string, left []string) {
 
 // runIDRe matches a container run's id, psych-OWNER-RANDOM.
 var runIDRe = regexp.MustCompile(`psych-[0-9]+\.[0-9]+-[0-9a-f]{12}`)
-
-// cancelledStarts picks out the leftovers of runs whose context was
-// cancelled while the engine was creating their container or task: the
-// client gives up on the RPC, containerd goes on, and the run's cleanup,
-// which knows of no container or task yet, leaves what containerd makes
-// after it: a container with a task in state CREATED (runc's init holding
-// its cgroups and rootfs mount) or with none, or, where the container's
-// removal won the race, a task with no container at all (its shim, runc's
-// init, its cgroups and its mount, which carry no label for a reaper to
-// find). A known issue: sandbox/container's start runs the engine's RPCs
-// under the caller's context.
-func cancelledStarts(left []string) map[string]string {
-	hasContainer := map[string]bool{}
-	status := map[string]string{} // container id -> its task's status
-	for _, l := range left {
-		id := runIDRe.FindString(l)
-		switch {
-		case id == "":
-		case strings.HasPrefix(l, "ctr containers: "):
-			hasContainer[id] = true
-		case strings.HasPrefix(l, "ctr tasks: "):
-			if f := strings.Fields(strings.TrimPrefix(l, "ctr tasks: ")); len(f) >= 3 {
-				status[id] = f[2]
-			}
-		}
-	}
-	known := map[string]string{}
-	for _, l := range left {
-		id := runIDRe.FindString(l)
-		switch st := status[id]; {
-		case id == "":
-		case hasContainer[id] && (st == "" || st == "CREATED"):
-			known[l] = "a container whose start was cancelled (task: " + map[bool]string{true: "none", false: st}[st == ""] + ")"
-		case !hasContainer[id] && (strings.HasPrefix(l, "cgroup ") || strings.HasPrefix(l, "mount ")):
-			known[l] = "a task of a cancelled start that outlived its container's removal"
-		}
-	}
-	return known
-}
 
 // initPidfds names a set of extra fds that are all pidfds: the init's
 // pidfd of a run that failed or was cancelled after its init connected

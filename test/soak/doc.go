@@ -41,10 +41,7 @@
 // is not in yet, the test reports it on a line of its own, "KNOWN ISSUE",
 // and goes on; PSYCH_SOAK_STRICT=1 makes each a failure. Each is matched
 // narrowly (anything else left is a failure all the same), and what it
-// left on a shared daemon is removed. They are: a containerd run cancelled
-// while the engine creates its container or task leaves that container
-// (task CREATED, or none) or a task with no container (sandbox/container
-// runs the engine's RPCs under the caller's context); a container run that
+// left on a shared daemon is removed. They are: a container run that
 // fails or is cancelled after its init connected and before the wire did
 // leaks the init's pidfd (killed, never reaped); a containerd restart
 // leaves the broken run's container, task, snapshot, cgroups and mount

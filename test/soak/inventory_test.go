@@ -95,7 +95,4 @@ func TestLeftoversSeen(t *testing.T) {
 	left = containerdLeftovers(t, container.DefaultContainerdAddress, base)
 	want("a container", left, "ctr containers: "+id)
 	want("a snapshot", left, "ctr snapshots: "+id)
-	if known := cancelledStarts(left); len(known) == 0 {
-		t.Error("a container with no task is not taken for a cancelled start's")
-	}
 }
