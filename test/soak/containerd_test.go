@@ -63,7 +63,6 @@ func containerdTarget() *target {
 		leftovers: func(t *testing.T) []string {
 			return containerdLeftovers(t, container.DefaultContainerdAddress, container.DefaultRunBase)
 		},
-		knownFDs: initPidfds,
 		clean: func(left []string) {
 			removeRuns(container.DefaultContainerdAddress, left)
 		},
@@ -125,19 +124,6 @@ func removeRuns(addr string, left []string) {
 
 // runIDRe matches a container run's id, psych-OWNER-RANDOM.
 var runIDRe = regexp.MustCompile(`psych-[0-9]+\.[0-9]+-[0-9a-f]{12}`)
-
-// initPidfds names a set of extra fds that are all pidfds: the init's
-// pidfd of a run that failed or was cancelled after its init connected
-// and before the wire did, which the run kills but never reaps (a known
-// issue in sandbox/container's execute).
-func initPidfds(extra []string) string {
-	for _, fd := range extra {
-		if !strings.HasSuffix(fd, "anon_inode:[pidfd]") {
-			return ""
-		}
-	}
-	return "pidfds of inits killed but never reaped"
-}
 
 // containerdLeftovers lists what this host left of its container runs:
 // containers, tasks and snapshots at the engine (named and labelled after
