@@ -384,6 +384,9 @@ static void do_mounts(struct plan *pl)
 		fail(errno, "make / private");
 	if (mount("tmpfs", pl->root, "tmpfs", MS_NOSUID | MS_NODEV, pl->rootdata) < 0)
 		fail(errno, "mount root tmpfs on %s", pl->root);
+	// A relative path in a record (an overlay's layers) is in the new root.
+	if (chdir(pl->root) < 0)
+		fail(errno, "chdir %s", pl->root);
 	for (size_t i = 0; i < pl->nmnt; i++) {
 		struct mnt *m = &pl->mnts[i];
 		char *path = under(pl->root, m->target);
@@ -452,6 +455,22 @@ static void do_mounts(struct plan *pl)
 			mountpoint(path, 1);
 			if (mount("devpts", path, "devpts", MS_NOSUID | MS_NOEXEC, m->data) < 0)
 				fail(errno, "mount devpts %s", m->target);
+			break;
+		case PSYCH_MNT_OVERLAY:
+			// The layers are resolved now; the overlay keeps a private
+			// clone of each, so their own mounts may be detached after.
+			mountpoint(path, 1);
+			if (mount("overlay", path, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, m->data) < 0)
+				fail(errno, "mount overlay %s (%s)", m->target, m->data);
+			setattr(path, m->attr, 0);
+			break;
+		case PSYCH_MNT_DETACH:
+			while (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+				;
+			if (errno != EINVAL)
+				fail(errno, "detach %s", m->target);
+			if (rmdir(path) < 0 && (errno != ENOTDIR || unlink(path) < 0))
+				fail(errno, "remove %s", m->target);
 			break;
 		default:
 			fail(EINVAL, "mount: unknown kind %u", m->kind);

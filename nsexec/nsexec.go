@@ -55,6 +55,8 @@ const (
 	MountTmpfs     = C.PSYCH_MNT_TMPFS
 	MountProc      = C.PSYCH_MNT_PROC
 	MountDevpts    = C.PSYCH_MNT_DEVPTS
+	MountOverlay   = C.PSYCH_MNT_OVERLAY
+	MountDetach    = C.PSYCH_MNT_DETACH
 	MountRecursive = C.PSYCH_MNT_RECURSIVE
 
 	SyncUserns = C.PSYCH_SYNC_USERNS

@@ -41,6 +41,8 @@
 //   MOUNT       u16 kind, u16 flags, i32 fd (or -1), u64 MOUNT_ATTR_* set,
 //               u32 mode, then three u32-length-prefixed strings: source,
 //               target (absolute inside the new root), data. In order.
+//               While the init carries them out its working directory is
+//               the new root: a relative path in a record resolves there.
 //   CWD         string, inside the new root
 //   RLIMIT      u32 resource, u64 soft, u64 hard (only ever lowered)
 //   LANDLOCK    u64 Landlock scope flags (ABI 6): a domain applied after
@@ -116,6 +118,8 @@
 #define PSYCH_MNT_TMPFS 5   /* data is the tmpfs options; attr NOEXEC honoured */
 #define PSYCH_MNT_PROC 6
 #define PSYCH_MNT_DEVPTS 7 /* data is the devpts options: a new instance, never the host's */
+#define PSYCH_MNT_OVERLAY 8 /* a read-only overlayfs; data is its options (lowerdir=...); attr */
+#define PSYCH_MNT_DETACH 9  /* lazily unmounts all that is mounted at target, then removes it */
 
 #define PSYCH_MNT_RECURSIVE 1
 

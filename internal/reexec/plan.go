@@ -59,6 +59,12 @@ const (
 	Proc    MountKind = nsexec.MountProc
 	// Devpts mounts a new devpts instance, Data its options.
 	Devpts MountKind = nsexec.MountDevpts
+	// Overlay mounts a read-only overlayfs, Data its options: the lower
+	// layers' paths, resolved when it is mounted (relative ones in the new
+	// root). It keeps its own clone of each, so their mounts may go.
+	Overlay MountKind = nsexec.MountOverlay
+	// Detach lazily unmounts everything mounted at Target, then removes it.
+	Detach MountKind = nsexec.MountDetach
 )
 
 // Mount is one step of the mount plan. Target is absolute inside the new

@@ -183,6 +183,49 @@ func TestStartNamespaces(t *testing.T) {
 	}
 }
 
+// An Overlay's layers are resolved in the new root when it is mounted, and
+// Detach takes the staging away (with all mounted below it), leaving the
+// overlay whole: the interpreter runs from it.
+func TestStartOverlay(t *testing.T) {
+	uid, gid := runIDs()
+	root := reachableDir(t)
+	code := "import os\nfs = [l.split(' - ')[1].split()[0] for l in open('/proc/self/mountinfo') if l.split()[4] == '/usr']\n" +
+		"print(sorted(os.listdir('/')), fs, os.stat('/usr/bin/python3').st_dev == os.stat('/usr').st_dev)"
+	p := &Plan{
+		OuterUID: uid, OuterGID: gid, InnerUID: 1000, InnerGID: 1000,
+		Namespaces: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID,
+		Root:       root, RootData: "size=1m,mode=0755",
+		Mounts: []Mount{
+			{Kind: Tmpfs, Target: "/.stage", Data: []byte("size=4k,mode=0700")},
+			{Kind: Mkdir, Target: "/.stage/empty", Mode: 0o555},
+			{Kind: Mkdir, Target: "/.stage/0", Mode: 0o700},
+			{Kind: Bind, Source: "/usr", Target: "/.stage/0", Attr: unix.MOUNT_ATTR_RDONLY, Recursive: true},
+			{Kind: Overlay, Target: "/usr", Attr: unix.MOUNT_ATTR_RDONLY, Data: []byte("lowerdir=./.stage/0:./.stage/empty,xino=on")},
+			{Kind: Symlink, Source: "usr/lib", Target: "/lib"},
+			{Kind: Symlink, Source: "usr/lib64", Target: "/lib64"},
+			{Kind: Detach, Target: "/.stage"},
+			{Kind: Proc, Target: "/proc"},
+		},
+		Exe:  "/usr/bin/python3",
+		Args: []string{"python3", "-I", "-S", "-c", code},
+	}
+	out, ex, err := startPlan(t, p, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "['lib', 'lib64', 'proc', 'usr'] ['overlay'] True\n"
+	if out != want || !ex.Reported || ex.Status.ExitStatus() != 0 {
+		t.Fatalf("got %q (exit %+v), want %q", out, ex, want)
+	}
+	p.Mounts = []Mount{{Kind: Overlay, Target: "/usr", Data: []byte("lowerdir=./nonexistent:./also-not")}}
+	p.Exe, p.Args = "/bin/true", []string{"true"}
+	_, _, err = startPlan(t, p, true)
+	var ie *InitError
+	if !errors.As(err, &ie) || ie.Step != "mounts" || !strings.Contains(ie.Message, "overlay /usr") {
+		t.Fatalf("an overlay of missing layers: %v, want an InitError at mounts", err)
+	}
+}
+
 func TestInitReportsFailure(t *testing.T) {
 	uid, gid := runIDs()
 	p := &Plan{OuterUID: uid, OuterGID: gid, InnerUID: uid, InnerGID: gid, Exe: "/nonexistent/python", Args: []string{"x"}}

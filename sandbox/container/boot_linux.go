@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
@@ -101,6 +102,37 @@ func newBoot(base string, owner cgroups.Owner, profile *specs.LinuxSeccomp) (b *
 	loader := filepath.Base(interp)
 	b.args = []string{bootDir + "/lib/" + loader, "--inhibit-cache", "--library-path", bootDir + "/lib", bootDir + "/init"}
 	return b, etc(dir)
+}
+
+// mount gives one run an overlay of the boot directory of its own, read-only
+// at dir/boot, and returns its path: the run binds its init and /etc files
+// from there. A bind of the boot directory itself would share its inodes
+// with every run of the Sandbox, and an inotify or fanotify watch is on an
+// inode: a run watching /.psych/boot or /etc/passwd would see every other
+// run's init start. The overlay's inodes are the run's own; its second
+// layer is an empty directory (overlayfs without an upper layer wants two).
+// unmountBoot undoes it.
+func (b *boot) mount(dir string) (string, error) {
+	empty, root := filepath.Join(dir, "boot-empty"), filepath.Join(dir, "boot")
+	for _, d := range []string{empty, root} {
+		if err := os.Mkdir(d, 0o555); err != nil {
+			return "", fmt.Errorf("the run's boot overlay: %w", err)
+		}
+	}
+	esc := strings.NewReplacer(`\`, `\\`, `:`, `\:`, `,`, `\,`)
+	opts := "lowerdir=" + esc.Replace(b.dir) + ":" + esc.Replace(empty) + ",redirect_dir=nofollow,metacopy=off,xino=on"
+	if err := unix.Mount("overlay", root, "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return "", fmt.Errorf("mount the run's boot overlay: %w", err)
+	}
+	return root, nil
+}
+
+// unmountBoot detaches a run's boot overlay (mount).
+func unmountBoot(root string) error {
+	if err := unix.Unmount(root, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmount the run's boot overlay: %w", err)
+	}
+	return nil
 }
 
 // etc writes the sandbox's /etc files into dir/etc.

@@ -303,6 +303,11 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	closeWriters := sync.OnceFunc(func() { outW.Close(); errW.Close() })
 	defer closeWriters()
 
+	bootHost, err := s.boot.mount(scratch)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	r.undo = append(r.undo, func() error { return unmountBoot(bootHost) })
 	limits := r.req.Limits
 	rs := &runSpec{
 		id:     r.id,
@@ -312,7 +317,7 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 		uid:    r.uid, gid: r.gid,
 		uidMap: uidMap, gidMap: gidMap,
 		network:  r.req.Network,
-		binds:    append([]bind{{s.boot.dir, bootDir}, {r.dir, runDir}}, etcBinds(s.boot.dir)...),
+		binds:    append([]bind{{bootHost, bootDir}, {r.dir, runDir}}, etcBinds(bootHost)...),
 		tmpBytes: s.cfg.TmpBytes, tmpInodes: s.cfg.TmpInodes,
 		memoryBytes: limits.MemoryBytes,
 		pids:        int64(limits.ProcessCount) + 1, // the init is one of the run's tasks

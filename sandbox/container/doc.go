@@ -40,7 +40,12 @@
 //     options lack the inode cap, gets a tmpfs the host mounted), /dev/shm a
 //     quarter of it, noexec. The sandbox's /etc/passwd, group, hosts and
 //     nsswitch.conf over the image's. No /sys (an empty directory covers
-//     what an engine mounts there) and no cgroup file system.
+//     what an engine mounts there) and no cgroup file system. /.psych/boot
+//     and those /etc files come from a read-only overlay of the boot
+//     directory that the host mounts for each run (under its scratch
+//     directory), never from the directory itself: their inodes are the
+//     run's own, so an inotify or fanotify watch on them sees no other
+//     run's start (the image's root is the run's own snapshot already).
 //   - No capabilities, no_new_privs, runc's masked and read-only /proc
 //     paths, the run user (RunAs, nobody by default) and never uid 0 inside.
 //     containerd gives each run a user namespace of its own: inside, the

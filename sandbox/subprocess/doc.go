@@ -35,6 +35,17 @@
 //     pyenv's under /root, and a swapped symlink cannot redirect an fd); a
 //     non-root host's init clones them itself, as the host user. An
 //     interpreter under /tmp, /dev, /proc or /etc is refused at New.
+//     No run sees the host's own inodes of those trees and files: a bind
+//     would share them, and an inotify or fanotify watch is on an inode, so
+//     a run watching /usr would see every file another run reads. Each run
+//     mounts read-only overlays of its own instead (overlayfs, mountable in
+//     its user namespace since Linux 5.11): the host tree, bound at a
+//     staging point, above an empty layer (overlayfs without an upper layer
+//     wants two lower ones), each host mount point below a tree an overlay
+//     of its own, and ld.so.cache, the network databases and the trust store
+//     bound out of an overlay of their directory; the staging points are
+//     detached before the program starts. Only the /dev nodes (and a host
+//     file that is itself a mount point) are bound as they are.
 //   - Network: off by default, and verified per run. The init opens a
 //     NETLINK_ROUTE socket inside its new namespace and hands it over; the
 //     host brings lo up and checks through it (package netns) that lo is the

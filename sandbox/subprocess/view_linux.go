@@ -30,18 +30,58 @@ const (
 
 // view is the filesystem the program sees, resolved once per Sandbox: the
 // host trees it needs (read-only) and everything else built from nothing.
+//
+// No host tree or file is bound into a run as it is: a bind shares the
+// host's inodes, and an inotify or fanotify watch is on an inode, so a run
+// that watched /usr would see every file that another run (or the host)
+// opens and reads there. Each run gets read-only overlays of its own
+// instead, whose inodes are its own: the host's tree, bound at a staging
+// point, is an overlay's upper lower layer, an empty directory the layer
+// beneath it (overlayfs without an upper layer wants two), and the staging
+// bind is detached once the overlay holds its private clone. A host mount
+// point below a tree is an overlay of its own inside the tree's; a host
+// file (ld.so.cache, the network databases, the trust store) is bound out
+// of an overlay of its directory, or of the tree it lies in. A host file
+// that is itself a mount point, a file mounted below a tree and the /dev
+// nodes are bound as they are.
 type view struct {
-	// trees are host directories bound read-only at the same path.
+	// trees are host directories handed in read-only at the same path.
 	trees []string
+	// subs are, by tree, the host's mount points below it, parents first.
+	subs map[string][]subMount
 	// links are host top-level symlinks (/lib -> usr/lib) recreated as is.
 	links map[string]string
-	// files are single host files bound read-only (ld.so.cache).
-	files []string
+	// files are single host files and directories handed in read-only.
+	files []hostFile
 	// exe is the interpreter's resolved path, valid inside the view.
 	exe string
 	// procMasks are /proc files hidden behind /dev/null.
 	procMasks []string
 }
+
+// subMount is a host mount point below a tree.
+type subMount struct {
+	path string
+	dir  bool // else a file, bound as it is
+}
+
+// hostFile is a host file or directory the run sees at its own path.
+type hostFile struct {
+	path string // the path, the host's and the run's
+	real string // the host file it is, symlinks resolved
+	// inTree says real lies in a tree, bound out of the tree's overlay.
+	inTree bool
+	// group is the host directory whose overlay real is bound out of: the
+	// topmost below / on real's own mount. Empty, with inTree false, where
+	// real is a mount point of its own (a file bound on the host), which is
+	// bound as it is.
+	group string
+}
+
+// stageDir holds, while the init builds the view, the host's binds before
+// each is overlaid, and the empty layer of every overlay; it is gone
+// before the program starts.
+const stageDir = "/.psych-lower"
 
 // standardRoots are the library and program trees a dynamically linked
 // interpreter may need. Each is bound if it is a directory and recreated if
@@ -62,7 +102,7 @@ func resolveView(python string, prefixes []string) (*view, error) {
 	if len(prefixes) == 0 {
 		return nil, fmt.Errorf("interpreter %s: no prefixes", python)
 	}
-	v := &view{exe: exe, links: map[string]string{}}
+	v := &view{exe: exe, links: map[string]string{}, subs: map[string][]subMount{}}
 	for _, r := range standardRoots {
 		fi, err := os.Lstat(r)
 		switch {
@@ -102,8 +142,41 @@ func resolveView(python string, prefixes []string) (*view, error) {
 		}
 	}
 	v.trees = outer
-	if _, err := os.Stat("/etc/ld.so.cache"); err == nil {
-		v.files = append(v.files, "/etc/ld.so.cache")
+	points, err := hostMountPoints()
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range v.trees {
+		for _, m := range points {
+			// One the host cannot reach (under another mount) is skipped.
+			if fi, err := os.Stat(m); err == nil && m != t && within(m, t) {
+				v.subs[t] = append(v.subs[t], subMount{path: m, dir: fi.IsDir()})
+			}
+		}
+	}
+	isPoint := map[string]bool{}
+	for _, m := range points {
+		isPoint[m] = true
+	}
+	// The loader's cache, the host's network databases and trust store,
+	// where it has them.
+	for _, p := range append([]string{"/etc/ld.so.cache"}, host.HostEtc()...) {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			continue
+		}
+		f := hostFile{path: p, real: real}
+		for _, t := range v.trees {
+			f.inTree = f.inTree || within(real, t)
+		}
+		if !f.inTree && !isPoint[real] {
+			g := filepath.Dir(real)
+			for !isPoint[g] && filepath.Dir(g) != "/" {
+				g = filepath.Dir(g)
+			}
+			f.group = g
+		}
+		v.files = append(v.files, f)
 	}
 	for _, m := range []string{"/proc/kcore", "/proc/sysrq-trigger", "/proc/keys", "/proc/timer_list", "/proc/latency_stats", "/proc/sched_debug"} {
 		if _, err := os.Stat(m); err == nil {
@@ -131,10 +204,71 @@ func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, dir+"/")
 }
 
-// mounts is one run's mount plan. Root host: every host tree is cloned here
-// with open_tree, so the init (already an unprivileged uid) needs no access
-// to the path, and a swapped symlink cannot redirect it. Non-root host: the
-// init clones them itself (it runs as the host user, who can reach them).
+// below is p's path below dir (within it), "" for dir itself.
+func below(p, dir string) string {
+	if dir == "/" {
+		return p
+	}
+	return p[len(dir):]
+}
+
+// hostMountPoints lists the mount points of this process's mount
+// namespace, sorted, so that a parent comes before what is below it.
+func hostMountPoints() ([]string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("read the host's mounts: %w", err)
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		p := unescapeMountinfo(f[4])
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
+			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
+			i += 3
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
+
+// overlayData is the options of a run's read-only overlay of lower (a
+// path in the new root, where the init resolves the relative layers):
+// lower above the empty layer, and none of overlayfs's redirects or
+// metacopy followed. xino gives every file the overlay's st_dev, as on
+// the host, though the two layers are on two file systems.
+func overlayData(lower string) []byte {
+	esc := strings.NewReplacer(`\`, `\\`, `:`, `\:`, `,`, `\,`)
+	return []byte("lowerdir=." + esc.Replace(lower) + ":." + stageDir + "/empty" +
+		",redirect_dir=nofollow,metacopy=off,xino=on")
+}
+
+// mounts is one run's mount plan. Root host: every host tree (and the
+// directory of each host file) is cloned here with open_tree, so the init
+// (already an unprivileged uid) needs no access to the path, and a swapped
+// symlink cannot redirect it. Non-root host: the init clones them itself
+// (it runs as the host user, who can reach them). Either way the clone is
+// staged and overlaid (view).
 // The returned files are the clones; the caller closes them after the start.
 func (v *view) mounts(root string, hostRoot bool, tmpBytes, tmpInodes, shmBytes int64) (ms []reexec.Mount, files []*os.File, retErr error) {
 	defer func() {
@@ -176,31 +310,66 @@ func (v *view) mounts(root string, hostRoot bool, tmpBytes, tmpInodes, shmBytes 
 	for _, l := range links {
 		ms = append(ms, reexec.Mount{Kind: reexec.Symlink, Source: v.links[l], Target: l})
 	}
+	// Each host tree and file through overlays of the run's own (view).
+	// The staging points and the empty layer are on a tmpfs of their own,
+	// detached with all that is mounted on it in one unmount at the end:
+	// each unmount waits for an RCU grace period.
+	ms = append(ms,
+		reexec.Mount{Kind: reexec.Tmpfs, Target: stageDir, Data: []byte("size=4k,nr_inodes=1024,mode=0700")},
+		reexec.Mount{Kind: reexec.Mkdir, Target: stageDir + "/empty", Mode: 0o555})
+	stages := 0
+	stage := func(src string, recursive bool) (string, error) {
+		s := fmt.Sprintf("%s/%d", stageDir, stages)
+		stages++
+		ms = append(ms, reexec.Mount{Kind: reexec.Mkdir, Target: s, Mode: 0o700})
+		return s, bind(src, s, roAttr, recursive)
+	}
+	overlay := func(lower, target string) {
+		ms = append(ms, reexec.Mount{Kind: reexec.Overlay, Target: target, Attr: roAttr, Data: overlayData(lower)})
+	}
 	for _, t := range v.trees {
-		mkdirs(t)
-		if err := bind(t, t, roAttr, true); err != nil {
+		s, err := stage(t, true)
+		if err != nil {
 			return nil, nil, err
+		}
+		mkdirs(t)
+		overlay(s, t)
+		for _, sub := range v.subs[t] {
+			if sub.dir {
+				overlay(s+below(sub.path, t), sub.path)
+			} else {
+				ms = append(ms, reexec.Mount{Kind: reexec.Bind, Source: root + s + below(sub.path, t), Target: sub.path, Attr: roAttr})
+			}
 		}
 	}
 	ms = append(ms, reexec.Mount{Kind: reexec.Mkdir, Target: "/etc", Mode: 0o755})
 	for _, f := range host.EtcFiles() {
 		ms = append(ms, reexec.Mount{Kind: reexec.File, Target: f.Path, Mode: 0o444, Data: []byte(f.Content)})
 	}
+	groups := map[string]string{}
 	for _, f := range v.files {
-		if err := bind(f, f, roAttr, false); err != nil {
-			return nil, nil, err
+		mkdirs(f.path)
+		switch {
+		case f.inTree:
+			ms = append(ms, reexec.Mount{Kind: reexec.Bind, Source: root + f.real, Target: f.path, Attr: roAttr})
+		case f.group != "":
+			s, ok := groups[f.group]
+			if !ok {
+				var err error
+				if s, err = stage(f.group, false); err != nil {
+					return nil, nil, err
+				}
+				overlay(s, s)
+				groups[f.group] = s
+			}
+			ms = append(ms, reexec.Mount{Kind: reexec.Bind, Source: root + s + below(f.real, f.group), Target: f.path, Attr: roAttr})
+		default:
+			if err := bind(f.real, f.path, roAttr, false); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
-	// The host's network databases and trust store, where it has them.
-	for _, p := range host.HostEtc() {
-		if _, err := os.Stat(p); err != nil {
-			continue
-		}
-		mkdirs(p)
-		if err := bind(p, p, roAttr, false); err != nil {
-			return nil, nil, err
-		}
-	}
+	ms = append(ms, reexec.Mount{Kind: reexec.Detach, Target: stageDir})
 	ms = append(ms, reexec.Mount{Kind: reexec.Mkdir, Target: "/dev", Mode: 0o755})
 	for _, d := range []string{"null", "zero", "full", "random", "urandom"} {
 		if err := bind("/dev/"+d, "/dev/"+d, devAttr, false); err != nil {

@@ -40,6 +40,7 @@ func (s *suite) isolationCases() []struct {
 		{"DenialProbes", s.denialProbes},
 		{"NetworkEmpty", s.networkEmpty},
 		{"ConcurrentRunsApart", s.concurrentRunsApart},
+		{"WatchAcrossRuns", s.watchAcrossRuns},
 		{"IDs", s.ids},
 		{"Attestation", s.attestation},
 	}
