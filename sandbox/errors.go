@@ -16,4 +16,8 @@ var (
 	ErrHostFault = errors.New("sandbox host fault")
 	// ErrCannotSuspend: a run cannot be frozen (see Suspend).
 	ErrCannotSuspend = errors.New("cannot suspend")
+	// ErrBusy: the run could not start because a resource shared by the
+	// host's runs (the outside ids) was exhausted for longer than a short
+	// bound. Nothing ran; retry later.
+	ErrBusy = errors.New("sandbox busy")
 )

@@ -42,8 +42,6 @@ const (
 	shimStarts = 5
 	// engineTimeout bounds one engine's check.
 	engineTimeout = 30 * time.Second
-	// nobody is the run user of a root host.
-	nobody = 65534
 )
 
 // errNoCgo: the nsexec init and the seccomp compiler are cgo.
@@ -65,7 +63,9 @@ type host struct {
 func run(ctx context.Context, opts Options) Report {
 	h := &host{opts: opts, uid: os.Geteuid(), runUID: uint32(os.Geteuid()), runGID: uint32(os.Getegid())}
 	if h.uid == 0 {
-		h.runUID, h.runGID = nobody, nobody
+		// The first of the range a root host's runs take their ids from.
+		ids, _ := subprocess.DefaultRunAs()
+		h.runUID, h.runGID = ids.UID, ids.GID
 	}
 	var r Report
 	r.Checks = append(r.Checks, checkKernel(), checkUserns(h))

@@ -12,6 +12,9 @@ import (
 	"github.com/psych-runtime/psych/sandbox"
 )
 
+// nobody is a run user for the tests.
+const nobody = 65534
+
 func TestDoctorParseRelease(t *testing.T) {
 	for _, tc := range []struct {
 		in           string

@@ -65,11 +65,16 @@ type Config struct {
 	// EnvAllowlist names the host variables passed to the program, with the
 	// host's values at Run time. The sandbox's own may not be listed.
 	EnvAllowlist []string
-	// RunAs is the uid/gid the program runs as outside the container.
-	// Nil: nobody (65534). Never 0 or 1: where the engine gives a user
+	// RunAs is the uid/gid the program runs as outside the container, the
+	// same for every run. Nil: every run its own, from the range the
+	// subprocess backend uses (host.DefaultIDFirst, DefaultIDCount),
+	// claimed two at a time across every psych host on the machine, so
+	// that the kernel's per-uid quotas never cross runs; a Run that finds
+	// every pair claimed waits, at most host.IDWait, then fails with
+	// sandbox.ErrBusy. Never 0 or 1: where the engine gives a user
 	// namespace (containerd), the container's uid 0, which runc's setup
-	// needs, is mapped to the id just below RunAs, which must then be an id
-	// no one on the host uses (65533 for the default).
+	// needs, is mapped to the id just below RunAs (the pair's first), which
+	// must then be an id no one on the host uses.
 	RunAs *IDs
 	// ExtraRunArgs go to `podman run` or `docker run` before psych's own
 	// flags, which win.
@@ -127,9 +132,7 @@ func (c *Config) defaults() {
 	set(&c.PodmanRunroot, DefaultPodmanRunroot)
 	set(&c.DockerHost, DefaultDockerHost)
 	set(&c.RunBase, DefaultRunBase)
-	if c.RunAs == nil {
-		c.RunAs = &IDs{host.NobodyID, host.NobodyID}
-	} else {
+	if c.RunAs != nil {
 		ids := *c.RunAs
 		c.RunAs = &ids
 	}
@@ -163,7 +166,7 @@ func (c *Config) validate() error {
 		},
 		func() error { return host.CheckAllowlist(c.EnvAllowlist) },
 		func() error {
-			if c.RunAs.UID < 2 || c.RunAs.GID < 2 {
+			if c.RunAs != nil && (c.RunAs.UID < 2 || c.RunAs.GID < 2) {
 				return fmt.Errorf("run as %d:%d: uid/gid 0 is never used, nor 1 (the id below is the container root's)", c.RunAs.UID, c.RunAs.GID)
 			}
 			return nil

@@ -45,6 +45,7 @@ type Sandbox struct {
 	seq     atomic.Uint64
 	log     *slog.Logger
 	hooks   hooks
+	ids     host.IDRange // the runs' own outside ids, where RunAs is nil
 	mu      sync.Mutex
 	closed  bool
 	running sync.WaitGroup
@@ -71,7 +72,16 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("%w: the container backend needs a root host (the engines' sockets are root's)", sandbox.ErrInvalidConfig)
 	}
-	s := &Sandbox{cfg: cfg, log: cfg.Logger, hostNS: host.HostNamespaces()}
+	s := &Sandbox{cfg: cfg, log: cfg.Logger, hostNS: host.HostNamespaces(),
+		ids: host.IDRange{First: host.DefaultIDFirst, Count: host.DefaultIDCount, Span: 2}}
+	if cfg.RunAs == nil {
+		if err := s.ids.Mapped(); err != nil {
+			s.log.Warn("psych: the runs' own outside ids cannot be had here; every run is nobody, and the kernel's per-uid quotas cross runs", "err", err)
+			s.cfg.RunAs = &IDs{host.NobodyID, host.NobodyID}
+		} else if err := s.ids.Check(); err != nil {
+			return nil, err
+		}
+	}
 	var err error
 	if s.owner, err = cgroups.SelfOwner(); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
@@ -87,13 +97,17 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 		}
 	}()
 	// The id-changing calls may name only the run's own ids (any other is
-	// EPERM): the engine's rendering and psych's own filter agree.
-	ids := *s.cfg.RunAs
-	if s.eng.userNS() {
-		ids = IDs{UID: host.SandboxUID, GID: host.SandboxGID}
-	}
+	// EPERM): the engine's rendering and psych's own filter agree. Without
+	// a user namespace every id is mapped, so the kernel itself refuses
+	// another id with EPERM (no capabilities): runs with ids of their own
+	// need no confinement there, and one filter serves them all.
 	pol := seccomp.Default()
-	pol.ConfineIDs(ids.UID, ids.GID)
+	switch {
+	case s.eng.userNS():
+		pol.ConfineIDs(host.SandboxUID, host.SandboxGID)
+	case s.cfg.RunAs != nil:
+		pol.ConfineIDs(s.cfg.RunAs.UID, s.cfg.RunAs.GID)
+	}
 	if s.filter, err = pol.Compile(); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
@@ -259,7 +273,19 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	r.undo = append(r.undo, func() error { return host.RemoveAll(scratch) })
-	outer := *s.cfg.RunAs
+	var outer IDs
+	if s.cfg.RunAs != nil {
+		outer = *s.cfg.RunAs
+	} else {
+		// A pair of its own: the container's root (under a user namespace)
+		// and the program.
+		base, release, err := s.ids.Claim(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r.undo = append(r.undo, func() error { release(); return nil })
+		outer = IDs{UID: base + 1, GID: base + 1}
+	}
 	r.uid, r.gid = outer.UID, outer.GID
 	var uidMap, gidMap []specs.LinuxIDMapping
 	if s.eng.userNS() {
@@ -327,6 +353,12 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 		empty:       filepath.Join(s.boot.dir, "empty"),
 		scratch:     scratch,
 		stdout:      outW, stderr: errW,
+	}
+	if !s.eng.userNS() && r.uid != host.SandboxUID {
+		// The program runs as its outside ids: /etc names them.
+		if err := ownEtc(filepath.Join(scratch, "etc"), r.uid, r.gid, rs.binds); err != nil {
+			return nil, fmt.Errorf("%w: the run's /etc: %w", sandbox.ErrHostFault, err)
+		}
 	}
 	started := time.Now()
 	if r.task, err = s.eng.start(ctx, rs); err != nil {
@@ -685,6 +717,30 @@ func etcBinds(bootHost string) []bind {
 		out = append(out, bind{filepath.Join(bootHost, t), t})
 	}
 	return out
+}
+
+// ownEtc writes into dir the sandbox's /etc/passwd and /etc/group with the
+// sandbox user at uid/gid (an engine without a user namespace runs the
+// program as its outside ids), and points binds' passwd and group at them.
+func ownEtc(dir string, uid, gid uint32, binds []bind) error {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range host.EtcFilesFor(uid, gid) {
+		if f.Path != "/etc/passwd" && f.Path != "/etc/group" {
+			continue
+		}
+		p := filepath.Join(dir, filepath.Base(f.Path))
+		if err := os.WriteFile(p, []byte(f.Content), 0o444); err != nil {
+			return err
+		}
+		for i := range binds {
+			if binds[i].target == f.Path {
+				binds[i].source = p
+			}
+		}
+	}
+	return nil
 }
 
 // listen makes a Unix socket at path that only the run's uid (and root)

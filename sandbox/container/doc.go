@@ -47,11 +47,15 @@
 //     run's own, so an inotify or fanotify watch on them sees no other
 //     run's start (the image's root is the run's own snapshot already).
 //   - No capabilities, no_new_privs, runc's masked and read-only /proc
-//     paths, the run user (RunAs, nobody by default) and never uid 0 inside.
+//     paths, the run user and never uid 0 inside. By default every run
+//     claims a pair of outside ids of its own from the range the subprocess
+//     backend uses (100000000-100065535), so the kernel's per-uid quotas
+//     never cross runs; RunAs fixes one id for all runs instead.
 //     containerd gives each run a user namespace of its own: inside, the
-//     program is uid 1000, mapped to RunAs, and uid 0 (which runc needs for
-//     the setup) to the id below it, never to the host's root. podman and
-//     docker here run without one: the program's uid is RunAs itself.
+//     program is uid 1000, mapped to the pair's second id, and uid 0 (which
+//     runc needs for the setup) to its first, never to the host's root.
+//     podman and docker here run without one: the program's uid is the
+//     pair's second id itself.
 //   - The seccomp policy of package seccomp twice: rendered as OCI seccomp
 //     for the engine (its Deny rules have no OCI form) and, exactly as the
 //     subprocess backend loads it, by the init on top; the stricter answer

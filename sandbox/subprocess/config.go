@@ -17,6 +17,18 @@ type IDRange struct {
 	Count    uint32
 }
 
+// DefaultRunAs is RunAs's default for a root host: every run its own uid
+// and gid from 100000000-100065535, where this process's user namespace
+// maps them all; else (a root inside a container that maps a few ids) one
+// id, nobody (65534), for every run, and why.
+func DefaultRunAs() (IDRange, error) {
+	r := IDRange{UID: host.DefaultIDFirst, GID: host.DefaultIDFirst, Count: host.DefaultIDCount}
+	if err := (host.IDRange{First: r.UID, Count: r.Count, Span: 1}).Mapped(); err != nil {
+		return *SingleID(nobodyID, nobodyID), err
+	}
+	return r, nil
+}
+
 // SingleID is an IDRange of one id.
 func SingleID(uid, gid uint32) *IDRange { return &IDRange{UID: uid, GID: gid, Count: 1} }
 
@@ -40,9 +52,16 @@ type Config struct {
 	// host's values at Run time. The variables the sandbox sets itself may
 	// not be listed.
 	EnvAllowlist []string
-	// RunAs is the outside uid/gid of the child. Nil: nobody (65534) when
-	// the host is root, else the host's own ids (which needs AllowSameUID).
-	// uid 0 is refused.
+	// RunAs is the outside uid/gid of the child. Nil: when the host is
+	// root, DefaultRunAs: every run its own uid and gid from
+	// 100000000-100065535, so that the kernel's per-uid quotas never cross
+	// runs (nobody for all, with a warning, where those ids are not mapped
+	// here); else the host's own ids (which needs AllowSameUID). A range
+	// (Count > 1) is claimed per run across every psych host on the
+	// machine (host.IDLockPath); New refuses one that /etc/passwd,
+	// /etc/group, /etc/subuid or /etc/subgid uses, and a Run that finds
+	// every id claimed waits for one, at most host.IDWait, then fails with
+	// sandbox.ErrBusy. uid 0 is refused.
 	RunAs *IDRange
 	// AllowSameUID permits running the child under the host's own uid.
 	AllowSameUID bool

@@ -14,11 +14,15 @@
 //     it, which kills everything left in the namespace, daemonised
 //     grandchildren included. It also exits when its sync socket reaches EOF,
 //     so a host that dies takes its runs with it.
-//   - Identity: the whole tree runs as a RunAs id outside (nobody for a root
-//     host; the host's own uid, with AllowSameUID, for a non-root one) and as
-//     uid/gid 1000 ("sandbox") inside. The map has that single line, so
-//     neither the init nor the program is uid 0 inside or out. setgroups is
-//     denied. Concurrent runs of an IDRange take distinct outside ids.
+//   - Identity: the whole tree runs as an outside id of its own (for a
+//     root host, each run claims one from DefaultRunAs, 100000000-100065535,
+//     across every psych host on the machine, so the kernel's per-uid quotas
+//     never cross runs; the host's own uid, with AllowSameUID, for a
+//     non-root one) and as uid/gid 1000 ("sandbox") inside. The map has that
+//     single line, so neither the init nor the program is uid 0 inside or
+//     out. setgroups is denied. A Run that finds every id of its range
+//     claimed waits, at most host.IDWait (5 s), then fails with
+//     sandbox.ErrBusy.
 //   - A filesystem built from nothing: a tmpfs root, read-only once built;
 //     the interpreter's trees (its prefixes and the library roots /usr, /lib*,
 //     /bin, /sbin that exist, with merged-/usr symlinks recreated) bound

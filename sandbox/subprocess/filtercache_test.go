@@ -53,7 +53,7 @@ func TestFilterCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	forget()
-	s, err := New(Config{PythonBin: testPython(), CacheDir: dir})
+	s, err := New(Config{PythonBin: testPython(), CacheDir: dir, AllowSameUID: os.Geteuid() != 0})
 	if err != nil {
 		t.Fatal(err)
 	}

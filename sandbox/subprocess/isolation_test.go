@@ -14,6 +14,7 @@ import (
 
 	"github.com/psych-runtime/psych/netns"
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/host"
 	"github.com/psych-runtime/psych/test/contract"
 )
 
@@ -150,14 +151,14 @@ func fallbackHelper() {
 }
 
 func TestFallbackWithoutUserNamespaces(t *testing.T) {
-	requireRoot(t) // to map the whole id range, nobody included, into the helper's namespace
+	requireRoot(t) // to map the ids, nobody and the default run range included, into the helper's namespace
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "PSYCH_TEST_FALLBACK=1")
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  syscall.CLONE_NEWUSER,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}},
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}, {ContainerID: int(host.DefaultIDFirst), HostID: int(host.DefaultIDFirst), Size: int(host.DefaultIDCount)}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}, {ContainerID: int(host.DefaultIDFirst), HostID: int(host.DefaultIDFirst), Size: int(host.DefaultIDCount)}},
 	}
 	out, err := cmd.Output()
 	if err != nil {
@@ -177,7 +178,9 @@ func TestFallbackWithoutUserNamespaces(t *testing.T) {
 	// What the fallback still has: the uid drop, no capabilities,
 	// no_new_privs and the filter.
 	st := iso.Interpreter
-	if rep.Value != fmt.Sprintf("[%d,true]", nobodyID) || st.Seccomp != 2 || st.NoNewPrivs != 1 || strings.Trim(st.CapEff, "0") != "" {
+	var fallbackUID uint32
+	fmt.Sscanf(rep.Value, "[%d,true]", &fallbackUID)
+	if fallbackUID < host.DefaultIDFirst || fallbackUID >= host.DefaultIDFirst+host.DefaultIDCount || st.Seccomp != 2 || st.NoNewPrivs != 1 || strings.Trim(st.CapEff, "0") != "" {
 		t.Fatalf("fallback run: value %s, interpreter %+v", rep.Value, st)
 	}
 	if !strings.Contains(rep.RefusedIso, "isolation is required") || !strings.Contains(rep.RefusedNet, "network denial is required") {

@@ -48,7 +48,7 @@ type Sandbox struct {
 	landlock uint64
 	hostNS   map[string]string // the host's own namespace links
 	hooks    hooks
-	ids      chan uint32
+	ids      *host.IDRange // nil: one id for all runs
 	log      *slog.Logger
 	seq      atomic.Uint64
 }
@@ -66,7 +66,11 @@ func New(cfg Config) (*Sandbox, error) {
 	c.DefaultLimits = c.DefaultLimits.Merge(sandbox.DefaultLimits())
 	if c.RunAs == nil {
 		if s.hostUID == 0 {
-			c.RunAs = SingleID(nobodyID, nobodyID)
+			r, err := DefaultRunAs()
+			if err != nil {
+				s.log.Warn("psych: the runs' own outside ids cannot be had here; every run is nobody, and the kernel's per-uid quotas cross runs", "err", err)
+			}
+			c.RunAs = &r
 		} else {
 			c.RunAs = SingleID(uint32(s.hostUID), uint32(os.Getegid()))
 		}
@@ -112,9 +116,9 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	s.python = python
 	if n := c.RunAs.size(); n > 1 {
-		s.ids = make(chan uint32, n)
-		for i := uint32(0); i < n; i++ {
-			s.ids <- i
+		s.ids = &host.IDRange{First: c.RunAs.UID, Count: n, Span: 1}
+		if err := s.ids.Check(); err != nil {
+			return nil, err
 		}
 	}
 	if s.owner, err = cgroups.SelfOwner(); err != nil {
@@ -179,9 +183,11 @@ func New(cfg Config) (*Sandbox, error) {
 	// Every run id must reach its run directory (the init mounts the new
 	// root on it). Through a view, a root host hands the interpreter's trees
 	// over as open_tree clones, so only the file's own mode matters;
-	// otherwise the run id must reach the interpreter by path.
-	for i := uint32(0); i < c.RunAs.size(); i++ {
-		uid, gid := c.RunAs.UID+i, c.RunAs.GID+i
+	// otherwise the run id must reach the interpreter by path. The ids of a
+	// range own nothing on the host (IDRange.Check), so what the first may
+	// reach, every one may: only it is checked.
+	{
+		uid, gid := c.RunAs.UID, c.RunAs.GID
 		if s.userns && s.hostUID == 0 {
 			if err := checkOthersExec(python); err != nil {
 				return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
@@ -192,6 +198,10 @@ func New(cfg Config) (*Sandbox, error) {
 		if err := checkSearchable(c.TmpBase, uid, gid); err != nil {
 			return nil, fmt.Errorf("%w: tmp base %s cannot hold run directories for uid %d: %w", sandbox.ErrInvalidConfig, c.TmpBase, uid, err)
 		}
+	}
+	// An interpreter the bootstrap cannot serve is refused in either mode.
+	if errors.Is(l.err, pyfacts.ErrUnsupportedPython) {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, l.err)
 	}
 	if s.userns {
 		if l.err != nil {
@@ -227,17 +237,18 @@ func New(cfg Config) (*Sandbox, error) {
 // Python is the interpreter this Sandbox runs.
 func (s *Sandbox) Python() string { return s.python }
 
-// acquire takes a run id from the range, waiting for one to be free.
+// acquire claims the run's outside ids: its own from the range (waiting for
+// one, at most host.IDWait, then sandbox.ErrBusy), or the one id all runs
+// share.
 func (s *Sandbox) acquire(ctx context.Context) (uid, gid uint32, release func(), err error) {
 	if s.ids == nil {
 		return s.cfg.RunAs.UID, s.cfg.RunAs.GID, func() {}, nil
 	}
-	select {
-	case i := <-s.ids:
-		return s.cfg.RunAs.UID + i, s.cfg.RunAs.GID + i, func() { s.ids <- i }, nil
-	case <-ctx.Done():
-		return 0, 0, nil, ctx.Err()
+	id, release, err := s.ids.Claim(ctx)
+	if err != nil {
+		return 0, 0, nil, err
 	}
+	return id, s.cfg.RunAs.GID + (id - s.cfg.RunAs.UID), release, nil
 }
 
 // confinedFilter is psych's filter with the id-changing calls confined to

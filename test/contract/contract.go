@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -68,6 +69,13 @@ type Backend struct {
 	// read-only, with nothing of the host in them. The host's own paths
 	// must still be absent, and the image's secrets unreadable.
 	ImageRoot bool
+	// Cases, when set, runs only the cases of these names (the
+	// interpreter matrix's subset).
+	Cases []string
+	// OneOutsideID, when set, says why every run has the same outside uid
+	// here (an unprivileged host has only its own): OwnOutsideIDs then
+	// checks that they share it, and that the quota crosses is no failure.
+	OneOutsideID string
 }
 
 // AllNamespaces are the namespaces of a fully isolated subprocess run.
@@ -136,10 +144,17 @@ func Run(t *testing.T, b Backend) {
 		{"TrustStore", s.trustStore},
 		{"PseudoTerminals", s.pseudoTerminals},
 		{"SetIDRefused", s.setIDRefused},
+		{"OwnOutsideIDs", s.ownOutsideIDs},
 	} {
+		if len(b.Cases) > 0 && !slices.Contains(b.Cases, tc.name) {
+			continue
+		}
 		t.Run(tc.name, tc.fn)
 	}
 	for _, tc := range s.isolationCases() {
+		if len(b.Cases) > 0 && !slices.Contains(b.Cases, tc.name) {
+			continue
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			if b.NoIsolation != "" {
 				t.Skip("this host cannot isolate: " + b.NoIsolation)

@@ -29,10 +29,15 @@ type EtcFile struct {
 // mapped at all (or, under an engine's, is the container's setup id below
 // the run's), and without one the run uid is never 0; every backend runs it
 // with no capabilities.
-func EtcFiles() []EtcFile {
+func EtcFiles() []EtcFile { return EtcFilesFor(SandboxUID, SandboxGID) }
+
+// EtcFilesFor is EtcFiles with the sandbox user at uid/gid: where no user
+// namespace maps the program to SandboxUID (an engine without one), its
+// own outside ids, so that the program finds itself in /etc/passwd.
+func EtcFilesFor(uid, gid uint32) []EtcFile {
 	return []EtcFile{
-		{"/etc/passwd", fmt.Sprintf("root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:%d:%d:psych sandbox:%s:/usr/sbin/nologin\nnobody:x:%d:%d:nobody:/nonexistent:/usr/sbin/nologin\n", SandboxUID, SandboxGID, Home, NobodyID, NobodyID)},
-		{"/etc/group", fmt.Sprintf("root:x:0:\nsandbox:x:%d:\nnogroup:x:%d:\n", SandboxGID, NobodyID)},
+		{"/etc/passwd", fmt.Sprintf("root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:%d:%d:psych sandbox:%s:/usr/sbin/nologin\nnobody:x:%d:%d:nobody:/nonexistent:/usr/sbin/nologin\n", uid, gid, Home, NobodyID, NobodyID)},
+		{"/etc/group", fmt.Sprintf("root:x:0:\nsandbox:x:%d:\nnogroup:x:%d:\n", gid, NobodyID)},
 		{"/etc/hosts", "127.0.0.1\tlocalhost " + Hostname + "\n::1\tlocalhost ip6-localhost ip6-loopback\n"},
 		{"/etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\nservices: files\nprotocols: files\n"},
 	}

@@ -1,0 +1,15 @@
+//go:build !linux
+
+package host
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+// Claim needs OFD locks (Linux): elsewhere it fails with ErrInvalidConfig.
+func (r IDRange) Claim(ctx context.Context) (uint32, func(), error) {
+	return 0, nil, fmt.Errorf("%w: outside ids are claimed with OFD locks, which only Linux has", sandbox.ErrInvalidConfig)
+}

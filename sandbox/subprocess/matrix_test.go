@@ -1,0 +1,119 @@
+//go:build linux && cgo
+
+package subprocess
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/pyfacts"
+	"github.com/psych-runtime/psych/test/contract"
+)
+
+// matrixCases is the contract suite's subset every interpreter runs:
+// values, tracebacks, bindings, limits and hostile programs.
+var matrixCases = []string{
+	"Values", "FailureTraceback", "TracebackShowsSource", "SyntaxError", "Exits", "Environment",
+	"Bindings", "BindingLoop", "BindingError", "UnknownName",
+	"CPULimit", "WallLimit", "AddressSpace", "AddressSpaceCaught", "FileSize", "ThreadBomb", "ThreadsFitDefaults",
+	"Hostile", "ForgedResult", "RecursionTraceback", "PatchedBuiltins", "LoneSurrogates",
+}
+
+// matrixMinors are the CPython minor versions this machine kind has:
+// Debian's 3.11 and pyenv's 3.8, 3.9, 3.10, 3.12 and 3.13.
+var matrixMinors = []string{"3.8", "3.9", "3.10", "3.11", "3.12", "3.13"}
+
+// pyenvRoot is pyenv's root, or "" without pyenv.
+func pyenvRoot() string {
+	if r := os.Getenv("PYENV_ROOT"); r != "" {
+		return r
+	}
+	if out, err := exec.Command("pyenv", "root").Output(); err == nil {
+		return strings.TrimSpace(string(out))
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".pyenv")
+	}
+	return ""
+}
+
+// matrixPythons finds an interpreter for each minor version: pyenv's
+// newest of that minor, else the system's python3.M.
+func matrixPythons(t *testing.T) map[string]string {
+	found := map[string]string{}
+	root := pyenvRoot()
+	dirs, _ := filepath.Glob(filepath.Join(root, "versions", "3.*"))
+	sort.Strings(dirs)
+	for _, d := range dirs {
+		v := filepath.Base(d)
+		parts := strings.SplitN(v, ".", 3)
+		if len(parts) < 2 {
+			continue
+		}
+		exe := filepath.Join(d, "bin", "python"+parts[0]+"."+parts[1])
+		if _, err := os.Stat(exe); err == nil {
+			found[parts[0]+"."+parts[1]] = exe
+		}
+	}
+	for _, m := range matrixMinors {
+		if _, ok := found[m]; !ok {
+			if p, err := exec.LookPath("/usr/bin/python" + m); err == nil {
+				found[m] = p
+			}
+		}
+	}
+	return found
+}
+
+// TestInterpreterMatrix runs matrixCases with every CPython of matrixMinors.
+// CI's machine has them all (Debian's and pyenv's); elsewhere a missing one
+// is skipped, saying so.
+func TestInterpreterMatrix(t *testing.T) {
+	requireRoot(t) // pyenv's interpreters live under /root
+	pythons := matrixPythons(t)
+	for _, minor := range matrixMinors {
+		python, ok := pythons[minor]
+		t.Run(minor, func(t *testing.T) {
+			if !ok {
+				if os.Getenv("CI") != "" {
+					t.Fatalf("CI's machine has no Python %s (pyenv root %q)", minor, pyenvRoot())
+				}
+				t.Skipf("no Python %s here (pyenv root %q)", minor, pyenvRoot())
+			}
+			t.Logf("python %s", python)
+			contract.Run(t, contract.Backend{
+				New: func(t *testing.T, opts contract.Options) sandbox.Sandbox {
+					return newTestSandbox(t, Config{PythonBin: python, EnvAllowlist: opts.EnvAllowlist})
+				},
+				SandboxEnv: []string{"MALLOC_ARENA_MAX", "LC_ALL"},
+				Cases:      matrixCases,
+			})
+		})
+	}
+}
+
+// TestOldPythonRefused: an interpreter older than the bootstrap serves is
+// refused by New with a clear error, not at its first run.
+func TestOldPythonRefused(t *testing.T) {
+	requireRoot(t)
+	root := pyenvRoot()
+	olds, _ := filepath.Glob(filepath.Join(root, "versions", "3.[0-7].*", "bin", "python3"))
+	if len(olds) == 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI's machine has pyenv's 3.6 and 3.7, but none was found under %s", root)
+		}
+		t.Skipf("no Python older than %s under %s", pyfacts.MinPython, root)
+	}
+	for _, old := range olds {
+		_, err := New(Config{PythonBin: old})
+		if !errors.Is(err, sandbox.ErrInvalidConfig) || !errors.Is(err, pyfacts.ErrUnsupportedPython) || !strings.Contains(err.Error(), pyfacts.MinPython) {
+			t.Errorf("New with %s: %v; want ErrInvalidConfig naming Python %s", old, err, pyfacts.MinPython)
+		}
+	}
+}
