@@ -90,7 +90,7 @@ func TestDoctorHere(t *testing.T) {
 			t.Errorf("%s: %s %s — %s", c.Name, c.Status, c.Found, c.Fix)
 		}
 	}
-	for _, name := range []string{"kernel", "userns", "netns", "mntns", "pidns", "seccomp", "run"} {
+	for _, name := range []string{"kernel", "userns", "ids", "netns", "mntns", "pidns", "seccomp", "run"} {
 		if c := findCheck(t, rep, name); c.Status != doctor.OK {
 			t.Errorf("%s: %s %s", name, c.Status, c.Found)
 		}

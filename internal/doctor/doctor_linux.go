@@ -62,13 +62,15 @@ type host struct {
 
 func run(ctx context.Context, opts Options) Report {
 	h := &host{opts: opts, uid: os.Geteuid(), runUID: uint32(os.Geteuid()), runGID: uint32(os.Getegid())}
+	var idsErr error
 	if h.uid == 0 {
 		// The first of the range a root host's runs take their ids from.
-		ids, _ := subprocess.DefaultRunAs()
+		var ids subprocess.IDRange
+		ids, idsErr = subprocess.DefaultRunAs()
 		h.runUID, h.runGID = ids.UID, ids.GID
 	}
 	var r Report
-	r.Checks = append(r.Checks, checkKernel(), checkUserns(h))
+	r.Checks = append(r.Checks, checkKernel(), checkUserns(h), checkIDs(h, idsErr))
 	for _, ns := range namespaces {
 		r.Checks = append(r.Checks, checkNamespace(h, ns))
 	}
@@ -78,6 +80,25 @@ func run(ctx context.Context, opts Options) Report {
 	r.Checks = append(r.Checks, c)
 	r.Attestation = iso
 	return r
+}
+
+// ---- outside ids ----
+
+// checkIDs says whether runs get outside ids of their own: as root, from
+// subprocess.DefaultRunAs's range, where this user namespace maps it.
+func checkIDs(h *host, mapped error) Check {
+	c := Check{Name: "ids"}
+	switch {
+	case h.uid != 0:
+		c.Status, c.Found = Warn, fmt.Sprintf("a non-root host: every run is uid %d outside, so the kernel's per-uid quotas (pipe buffers, inotify, processes) are shared by its runs", h.uid)
+		c.Fix = "run psych as root for an outside uid per run"
+	case mapped != nil:
+		c.Status, c.Found = Warn, "every run is nobody outside, so the kernel's per-uid quotas are shared by the runs: "+mapped.Error()
+		c.Fix = "map ids 100000000-100065535 (uid and gid) into psych's user namespace, or set subprocess.Config.RunAs to a range it maps"
+	default:
+		c.Status, c.Found = OK, fmt.Sprintf("every run claims its own outside uid and gid from %d-%d", h.runUID, h.runUID+65535)
+	}
+	return c
 }
 
 // ---- kernel ----
