@@ -20,6 +20,25 @@
 //     as under `python prog.py`, with the file "<program>", the program's own
 //     line numbers and source lines, and no bootstrap frames. errno is set for
 //     an OSError with an integer errno. A SystemExit's message is str(code).
+//   - The traceback is bounded: each exception keeps its last 1000 frames
+//     (as python's own printer does), repeats collapsed ("[Previous line
+//     repeated N more times]"), at most 100 exceptions of a chain, and at
+//     most 1 MiB (its head cut). Formatting it costs about what python
+//     spends, so a deep RecursionError stays a RecursionError.
+//   - Nothing the program does to the interpreter costs it its result:
+//     the bootstrap binds what it uses (builtins, the os, sys, math, atexit
+//     functions) before the program's first line and never looks it up in
+//     builtins or sys.modules again. A failure is formatted by copies of
+//     traceback and linecache of the bootstrap's own, loaded from the
+//     standard library on the first failure and run with the builtins as
+//     they were; where they cannot be had or fail, by a plain formatter of
+//     the same frames and lines, without carets or exception groups'
+//     members.
+//   - Every string it sends is valid UTF-8: a surrogate code point (a lone
+//     one from surrogateescape'd bytes, or half of a UTF-16 pair) becomes
+//     U+FFFD, in values (dict keys first, so that keys it makes equal make
+//     the dict its repr), failures and call arguments, without any codec
+//     error handler (a program can re-register those).
 //   - The exit status is python's: 0, 1 for an uncaught exception, SystemExit's
 //     code (masked to 8 bits; None is 0; anything else is printed to stderr and
 //     is 1). After sending the result the bootstrap joins non-daemon
@@ -34,10 +53,18 @@
 //     TypeError naming the binding; tuples become lists) and blocks on the
 //     reply. A host error raises BindingError(message) with .type set. Calls
 //     from several threads are serialised: one call frame and its reply at a
-//     time; ids are unique and increasing within a run. In a forked child,
-//     after the result was sent, for a call frame over the cap, and once the
-//     channel failed (EOF, garbage, a call interrupted mid-frame), a binding
-//     raises BindingError and the program goes on.
+//     time; ids are unique and increasing within a run. The result is sent
+//     at once even while a thread waits for a reply (the host then cancels
+//     that call and answers it with an error). In a forked child, after the
+//     result was sent, for a call frame over the cap, and once the channel
+//     failed (EOF, garbage, a call frame cut short), a binding raises
+//     BindingError and the program goes on.
+//   - Signals: a signal handler's exception (of any class, TimeoutError
+//     too) that interrupts a call waiting for its reply propagates from the
+//     call; the call is abandoned, its late reply skipped, and later calls
+//     work. A binding called from a signal handler while a call of the same
+//     thread is in flight raises RuntimeError at once (it could only wait
+//     forever); called while no call is in flight, it works.
 //   - The rlimits given after the channel (Args' rlimits) are applied
 //     before the start frame is read, so no line of the program runs
 //     without them; one that cannot be applied ends it with ExitBootstrap.

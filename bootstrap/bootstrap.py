@@ -12,8 +12,8 @@
 # Start-up cost matters (it is paid by every execution), so the bootstrap
 # imports only C modules and what the interpreter has already loaded: JSON
 # goes through _json directly (the json package pulls in re, enum and
-# collections, about 6 ms), and traceback and linecache are imported only
-# when a failure is formatted (see LinecacheSeeder).
+# collections, about 6 ms), and traceback and linecache are loaded only
+# when a failure is formatted (see private_module and LinecacheSeeder).
 import _ast
 import _json
 import _signal
@@ -25,14 +25,37 @@ import math
 import os
 import sys
 
+# The program may delete or replace builtins, module attributes and
+# sys.modules entries: nothing the bootstrap uses once the program has
+# started is looked up there. What it needs is bound here, before the
+# program's first line, and its own functions find builtins in this copy
+# (a function resolves builtins through its module's __builtins__; main()
+# is entered from a frame of its own, so that 3.8 and 3.9 do too).
+BUILTINS = dict(builtins.__dict__)
+__builtins__ = BUILTINS
+IMPORT = builtins.__import__
+os_read, os_write, os_fstat, os_stat, os_exit = os.read, os.write, os.fstat, os.stat, os._exit
+getpid = os.getpid  # also: a program mocking os.getpid must not fool the fork check
+getrecursionlimit, setrecursionlimit = sys.getrecursionlimit, sys.setrecursionlimit
+isfinite = math.isfinite
+run_exitfuncs = atexit._run_exitfuncs
+VERSION = tuple(sys.version_info[:2])
+try:  # what loads the private copies of traceback and linecache (private_module)
+    SourceFileLoader = sys.modules["_frozen_importlib_external"].SourceFileLoader
+    STDLIB = os.path.dirname(os.__file__)
+except Exception:
+    SourceFileLoader = STDLIB = None
+
 FILENAME = "<program>"
 EXIT_BOOTSTRAP = 125  # the bootstrap itself failed; no result was sent
 DEFAULT_MAX_FRAME = 16 << 20
 MAX_DEPTH = 100  # containers nested deeper than this are sent as repr()
-PID = os.getpid()
+TB_LIMIT = 1000  # frames shown of one traceback: the last ones, as python's own printer shows
+MAX_EXCEPTIONS = 100  # exceptions shown of one failure (its causes and contexts)
+MAX_TRACEBACK = 1 << 20  # characters of a failure's traceback; past it, its head is cut
+PID = getpid()
 ModuleType = type(sys)
 CodeType = type(sys._getframe().f_code)
-getpid = os.getpid  # captured: a program mocking os.getpid must not fool the fork check
 
 
 class BindingError(Exception):
@@ -47,11 +70,14 @@ class ProtocolError(ValueError):
     """The host sent something that is not the expected frame."""
 
 
+FINISHED = "bindings are not available after the program has finished"
+
+
 # --- JSON, through the C accelerator ----------------------------------------
 
 
 def _not_json(o):
-    raise TypeError("%s is not JSON-serialisable" % type(o).__name__)
+    raise TypeError("%s is not JSON-serialisable" % type_name(type(o)))
 
 
 # As json.dumps(ensure_ascii=False, allow_nan=False, separators=(",", ":")).
@@ -104,44 +130,65 @@ def loads(text):
 
 
 def encode(obj):
-    # Lone surrogates (from surrogateescape'd bytes) cannot be UTF-8; they only
-    # occur inside JSON strings, where backslashreplace turns them into valid
-    # \udcXX escapes.
-    return dumps(obj).encode("utf-8", "backslashreplace")
+    return utf8(dumps(obj))
+
+
+# A surrogate code point (a lone one from surrogateescape'd bytes, or two
+# making a UTF-16 pair) has no UTF-8 form: it is sent as U+FFFD, as the
+# host decodes stray bytes on stdout. Only what involves no codec error
+# handler (which a program can re-register) is used: "surrogatepass" has
+# its own path in the UTF-8 encoder, and the encoded form of a surrogate,
+# ED A0..BF, is what finds one.
+SURROGATE_LEADS = tuple(bytes((0xED, b)) for b in range(0xA0, 0xC0))
+SURROGATES = {}  # code point -> U+FFFD for every surrogate, made on first use
+
+
+def utf8(text):
+    """text as UTF-8, each surrogate in it replaced by U+FFFD."""
+    b = text.encode("utf-8", "surrogatepass")
+    if b"\xed" not in b or not any(p in b for p in SURROGATE_LEADS):
+        return b
+    if not SURROGATES:
+        SURROGATES.update(dict.fromkeys(range(0xD800, 0xE000), 0xFFFD))
+    return text.translate(SURROGATES).encode("utf-8", "surrogatepass")
+
+
+def clean(text):
+    """text with each surrogate replaced by U+FFFD, as utf8 sends it."""
+    return text if text.isascii() else utf8(text).decode("utf-8")
 
 
 class Reader:
-    """Reads frames from fd, a read of up to 64 KiB at a time: a small reply
-    arrives in one system call, header and body together."""
+    """Reads frames from fd, a read of at least 64 KiB at a time: a small
+    reply arrives in one system call, header and body together.
+
+    A signal handler's exception can end a read at any point: what was read
+    stays in self.chunks, and a frame is taken from it whole or not at all,
+    so the stream stays in step. (list.extend stores what os_read returns
+    before any handler can run.)"""
 
     def __init__(self, fd):
-        self.fd, self.buf = fd, bytearray()
+        self.fd, self.chunks = fd, []
 
     def frame(self, cap):
-        if not self.buf:
-            # The common case: one read returns exactly one whole frame,
-            # parsed straight from it.
-            chunk = os.read(self.fd, 1 << 16)
-            if not chunk:
-                raise EOFError("the host closed the channel")
-            n = int.from_bytes(chunk[:4], "big")
-            if len(chunk) == n + 4 and 0 < n <= cap:
-                return checked(loads(chunk[4:].decode("utf-8")))
-            self.buf += chunk
-        n = int.from_bytes(self.exact(4), "big")
-        if n == 0 or n > cap:
-            raise ProtocolError("frame of %d bytes, cap %d" % (n, cap))
-        return checked(loads(self.exact(n).decode("utf-8")))
-
-    def exact(self, n):
-        while len(self.buf) < n:  # a bytearray grows in place: a large frame costs linear time
-            chunk = os.read(self.fd, max(n - len(self.buf), 1 << 16))
-            if not chunk:
-                raise EOFError("the channel ended inside a frame" if self.buf else "the host closed the channel")
-            self.buf += chunk
-        out = bytes(self.buf[:n])
-        del self.buf[:n]
-        return out
+        chunks, have, need = self.chunks, 0, 4
+        while True:
+            if chunks:
+                head = chunks[0]
+                have = len(head) if len(chunks) == 1 else sum(map(len, chunks))
+                if have >= 4:
+                    n = int.from_bytes((head if len(head) >= 4 else b"".join(chunks))[:4], "big")
+                    if n == 0 or n > cap:
+                        raise ProtocolError("frame of %d bytes, cap %d" % (n, cap))
+                    need = n + 4
+                    if have >= need:
+                        data = head if len(chunks) == 1 else b"".join(chunks)
+                        chunks[:] = [data[need:]] if have > need else ()
+                        return checked(loads(data[4:need].decode("utf-8")))
+            chunks.extend(map(os_read, (self.fd,), (max(need - have, 1 << 16),)))
+            if not chunks[-1]:
+                chunks.pop()
+                raise EOFError("the channel ended inside a frame" if have else "the host closed the channel")
 
 
 def checked(msg):
@@ -152,11 +199,11 @@ def checked(msg):
 
 def write_frame(fd, body):
     data = len(body).to_bytes(4, "big") + body
-    n = os.write(fd, data)  # all of it, but for a large frame
+    n = os_write(fd, data)  # all of it, but for a large frame
     if n < len(data):
         data = memoryview(data)[n:]
         while data:
-            data = data[os.write(fd, data):]
+            data = data[os_write(fd, data):]
 
 
 def apply_rlimits(argv):
@@ -235,23 +282,33 @@ def reserved_name(s):
 
 
 class Host:
-    """The channel after start, shared by every binding call and the result."""
+    """The channel after start, shared by every binding call and the result.
+
+    One call at a time: a call holds call_lock from its frame to its reply.
+    A frame is written whole under write_lock; the result takes only that,
+    so it never waits for another thread's reply (the host cancels the call
+    when the result arrives). A signal handler's exception that ends a call
+    propagates; the call is then abandoned (its reply, when it comes, is
+    skipped) unless its frame was cut short, which breaks the channel."""
 
     def __init__(self, fd, max_frame):
         self.fd, self.max_frame = fd, max_frame
-        self.reader = Reader(fd)  # after start, only replies arrive: one at a time
-        st = os.fstat(fd)
+        self.reader = Reader(fd)  # after start, only replies arrive
+        st = os_fstat(fd)
         self.identity = (st.st_dev, st.st_ino)
-        self.lock = _thread.allocate_lock()  # one call (send + reply) at a time
+        self.call_lock = _thread.RLock()  # re-entered only by a signal handler (see call)
+        self.write_lock = _thread.allocate_lock()
+        self.busy = False  # a call holds call_lock
         self.last_id = 0
+        self.abandoned = set()  # ids of interrupted calls whose replies are still due
         self.broken = None  # why the channel is out of step, once it is
-        self.closed = False  # the result was sent: no more frames
+        self.closed = False  # the result is sent, or being sent: no more calls
 
     def check_fd(self):
         # A program may close fd N and open something else on it: never write
         # the result into the program's own file. (A binding call on such an
         # fd fails on the garbage it reads back.)
-        st = os.fstat(self.fd)
+        st = os_fstat(self.fd)
         if (st.st_dev, st.st_ino) != self.identity:
             raise OSError("the channel fd was closed by the program")
 
@@ -260,33 +317,57 @@ class Host:
         and the arguments, ',"name":NAME,"args":' (see make_binding)."""
         if getpid() != PID:
             raise BindingError("bindings are not available in a forked child process")
+        if self.closed:
+            raise BindingError(FINISHED)
         try:
             args = dumps(args)
         except (TypeError, ValueError, RecursionError) as e:
             raise TypeError("%s(): arguments must be JSON-serialisable: %s" % (name, e)) from None
-        with self.lock:
-            if self.closed:
-                raise BindingError("bindings are not available after the program has finished")
-            if self.broken:
-                raise BindingError("the channel to the host is broken: " + self.broken)
-            self.last_id = call_id = self.last_id + 1
-            frame = ('{"type":"call","id":%d%s%s}' % (call_id, head, args)).encode("utf-8", "backslashreplace")
-            if len(frame) > self.max_frame:
-                raise BindingError(
-                    "%s(): the call encodes to %d bytes; the frame cap is %d" % (name, len(frame), self.max_frame)
+        with self.call_lock:
+            if self.busy:
+                # Held by this very thread: a signal handler called a
+                # binding during a call, whose reply it would wait for
+                # forever.
+                raise RuntimeError(
+                    "%s(): called while another binding call of this thread is in flight"
+                    " (from a signal handler?); binding calls do not nest" % name
                 )
+            self.busy = True
             try:
+                return self.exchange(name, head, args)
+            finally:
+                self.busy = False
+
+    def exchange(self, name, head, args):
+        stage = 0  # 1: the frame is being written; 2: it was, the reply is due
+        try:
+            with self.write_lock:
+                if self.closed:
+                    raise BindingError(FINISHED)
+                if self.broken:
+                    raise BindingError("the channel to the host is broken: " + self.broken)
+                self.last_id = call_id = self.last_id + 1
+                frame = utf8('{"type":"call","id":%d%s%s}' % (call_id, head, args))
+                if len(frame) > self.max_frame:
+                    raise BindingError(
+                        "%s(): the call encodes to %d bytes; the frame cap is %d" % (name, len(frame), self.max_frame)
+                    )
+                stage = 1
                 write_frame(self.fd, frame)
-                reply = self.reader.frame(self.max_frame)
-                if reply["type"] != "reply" or reply.get("id") != call_id:
-                    raise ProtocolError("expected the reply to call %d, got %.100r" % (call_id, reply))
-            except (OSError, EOFError, ValueError, RecursionError) as e:
-                self.broken = str(e) or type(e).__name__
-                raise BindingError("%s(): the channel to the host failed: %s" % (name, self.broken)) from None
-            except BaseException:
-                # A signal handler (or ^C) raised mid-frame: the stream is out of step.
-                self.broken = "a call was interrupted"
+                stage = 2
+            reply = self.reply_to(call_id)
+        except BaseException as e:
+            if not stage:
                 raise
+            if isinstance(e, (OSError, EOFError, ValueError)) and not raised_by_program(e):
+                self.broken = safe_str(e) or type_name(type(e))
+                raise BindingError("%s(): the channel to the host failed: %s" % (name, self.broken)) from None
+            # Interrupted: a signal handler raised (or the stack ran out).
+            if stage == 1:
+                self.broken = "a call was interrupted while its frame was written"
+            else:
+                self.abandoned.add(call_id)
+            raise
         err = reply.get("error")
         if err is not None:
             if not isinstance(err, dict):
@@ -294,11 +375,35 @@ class Host:
             raise BindingError(str(err.get("message", "")), str(err.get("type") or "BindingError"))
         return reply.get("value")
 
+    def reply_to(self, call_id):
+        """The reply to call_id, past the replies to abandoned calls."""
+        while True:
+            reply = self.reader.frame(self.max_frame)
+            rid = reply.get("id")
+            if reply["type"] == "reply" and type(rid) is int:
+                if rid == call_id:
+                    return reply
+                if rid in self.abandoned:
+                    self.abandoned.discard(rid)
+                    continue
+            raise ProtocolError("expected the reply to call %d, got %.100r" % (call_id, reply))
+
     def send_result(self, body):
-        with self.lock:  # waits for a call in flight on another thread
-            self.closed = True
+        self.closed = True  # first: no call starts from here on, not even in a signal handler
+        with self.write_lock:  # a call frame being written, never a reply
             self.check_fd()
             write_frame(self.fd, body)
+
+
+def raised_by_program(e):
+    """Whether e passed through code that is not the bootstrap's: a signal
+    handler's exception, raised inside a read or a write."""
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code not in OWN_CODE:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def make_binding(host, name, params, doc, signature):
@@ -363,17 +468,20 @@ class LinecacheSeeder:
     def find_spec(self, name, path=None, target=None):
         if name != "linecache":
             return None
-        sys.meta_path.remove(self)
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            spec = find and find(name, path, target)
-            if spec is not None and spec.loader is not None:
-                break
-        else:
+        try:
+            sys.meta_path.remove(self)
+            for finder in sys.meta_path:
+                find = getattr(finder, "find_spec", None)
+                spec = find and find(name, path, target)
+                if spec is not None and spec.loader is not None:
+                    break
+            else:
+                return None
+            if isinstance(spec.loader, type):
+                return spec  # a class-level loader (frozen, builtin): not ours to patch
+            exec_module = spec.loader.exec_module
+        except Exception:  # whatever the program did to the import system
             return None
-        if isinstance(spec.loader, type):
-            return spec  # a class-level loader (frozen, builtin): not ours to patch
-        exec_module = spec.loader.exec_module
 
         def seeded(module):
             exec_module(module)
@@ -427,7 +535,7 @@ def to_json(v, depth=0, active=None):
         return i
     if isinstance(v, float):
         f = float.__float__(v)
-        return f if math.isfinite(f) else repr(f)
+        return f if isfinite(f) else repr(f)
     if not isinstance(v, (list, tuple, dict)):
         return safe_repr(v)
     active = set() if active is None else active
@@ -449,9 +557,10 @@ def to_json(v, depth=0, active=None):
 
 
 def json_key(k):
-    """The string json.dumps makes of a dict key, or None if it refuses the key."""
+    """The string json.dumps makes of a dict key, or None if it refuses the key;
+    surrogates replaced already, so that keys they make collide are seen to."""
     if isinstance(k, str):
-        return str.__str__(k)
+        return clean(str.__str__(k))
     if k is None or k is True or k is False:
         return "null" if k is None else "true" if k else "false"
     if isinstance(k, int):
@@ -463,7 +572,7 @@ def json_key(k):
         f = float.__float__(k)  # NaN, Infinity as json.dumps writes them
         if f != f:
             return "NaN"
-        return float.__repr__(f) if math.isfinite(f) else ("Infinity" if f > 0 else "-Infinity")
+        return float.__repr__(f) if isfinite(f) else ("Infinity" if f > 0 else "-Infinity")
     return None
 
 
@@ -472,16 +581,24 @@ def safe_repr(v):
         r = repr(v)
         if isinstance(r, str):
             return str.__str__(r)
-    except Exception:
+    except BaseException:
         pass
-    return "<unrepresentable %s>" % type(v).__name__
+    return "<unrepresentable %s>" % type_name(type(v))
 
 
 def safe_str(v):
     try:
-        return str(v)
-    except Exception:
-        return "<unprintable %s>" % type(v).__name__
+        r = str(v)
+        if isinstance(r, str):
+            return str.__str__(r)
+    except BaseException:
+        pass
+    return "<unprintable %s>" % type_name(type(v))
+
+
+def type_name(t):
+    """t.__name__, as type itself holds it: a metaclass cannot change it."""
+    return type.__dict__["__name__"].__get__(t)
 
 
 def code_objects(code):
@@ -499,11 +616,18 @@ OWN_CODE = code_objects(sys._getframe().f_code)  # every frame the bootstrap can
 def strip_frames(exc):
     """Rebuilds the tracebacks of exc and everything chained to it without the
     bootstrap's frames; exc's own starts at the program's first frame (a
-    SyntaxError has none, so it has no traceback, as under python)."""
-    todo, seen = [(exc, True)], set()
+    SyntaxError has none, so it has no traceback, as under python). Each
+    keeps its last TB_LIMIT frames, and the chain is cut after MAX_EXCEPTIONS
+    exceptions: a runaway recursion's million frames cost no more to show
+    than python's own printer spends on them."""
+    todo, seen = [(exc, True, None)], set()
     while todo:
-        e, top = todo.pop()
+        e, top, parent = todo.pop()
         if e is None or id(e) in seen:
+            continue
+        if len(seen) >= MAX_EXCEPTIONS:
+            if parent is not None:  # the chain ends here
+                parent.__cause__ = parent.__context__ = None
             continue
         seen.add(id(e))
         kept, tb = [], e.__traceback__
@@ -514,39 +638,242 @@ def strip_frames(exc):
             tb = tb.tb_next
         new = None
         TracebackType = type(e.__traceback__)
-        for tb in reversed(kept):
+        for tb in reversed(kept[-TB_LIMIT:]):
             new = TracebackType(new, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
         e.__traceback__ = new
-        todo += [(e.__cause__, False), (e.__context__, False)]
-        group = getattr(e, "exceptions", None)
+        todo += [(e.__cause__, False, e), (e.__context__, False, e)]
+        try:
+            group = e.exceptions if isinstance(e, BaseException) and hasattr(e, "exceptions") else None
+        except BaseException:
+            group = None
         if isinstance(group, tuple):  # an exception group's members
-            todo += [(x, False) for x in group if isinstance(x, BaseException)]
+            todo += [(x, False, None) for x in group if isinstance(x, BaseException)]
 
 
 def format_exception(exc):
+    """exc's traceback as `python prog.py` prints it, less the bootstrap's
+    frames and bounded (strip_frames, MAX_TRACEBACK). Formatted by a private
+    copy of the traceback module, run with the builtins as they were before
+    the program (private_module); where that cannot be had or fails, by
+    plain_traceback. Never raises; "" only if both fail."""
     try:
-        import linecache  # seeded with the program's source on import
-        import traceback
-
         strip_frames(exc)
+    except BaseException:
+        pass
+    try:
         if isinstance(exc, SyntaxError) and exc.text is None and exc.filename == FILENAME:
             # Raised by compile() from the AST, which has no source text to quote.
-            exc.text = linecache.getline(FILENAME, exc.lineno or 0) or None
-        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            exc.text = program_line(exc.lineno) or None
+    except BaseException:
+        pass
+    text = render(exc)
+    if len(text) > MAX_TRACEBACK:
+        text = "[truncated] " + text[len(text) - MAX_TRACEBACK :]
+    return text
+
+
+def render(exc):
+    """exc and its traceback, formatted as they are; never raises."""
+    try:
+        traceback = private_module("traceback")
+        if traceback is not None:
+            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            if type(text) is str:
+                return text
+    except BaseException:
+        pass
+    try:
+        return plain_traceback(exc)
     except BaseException:
         return ""
 
 
-def describe(exc):
-    """The failure object for an exception that ended the program."""
-    if isinstance(exc, SystemExit):
-        message = safe_str(exc.code)
+# --- private copies of traceback and linecache --------------------------------
+#
+# Formatting a failure must not depend on what the program did to the
+# interpreter (a patched len, a deleted builtin, traceback or linecache
+# replaced in sys.modules or patched themselves). So the bootstrap runs
+# copies of its own of those two modules, loaded from the standard library
+# on the first failure (importing them up front would cost every run ~3 ms),
+# with the builtins as they were before the program; the copy of traceback
+# imports the copy of linecache, which holds the program's source. Their
+# other imports are the ordinary ones.
+
+PRIVATE = {}  # name -> the module, or None if it could not be had
+PROGRAM_ENTRY = []  # the program's linecache entry, once known (main)
+
+
+def private_import(name, globals=None, locals=None, fromlist=(), level=0):
+    if name == "linecache" and not level:
+        mod = private_module("linecache")
+        if mod is not None:
+            return mod
+    return IMPORT(name, globals, locals, fromlist, level)
+
+
+PRIVATE_BUILTINS = dict(BUILTINS, __import__=private_import)
+
+
+def private_module(name):
+    """A copy of the standard library's module name, never in sys.modules; None if it cannot be had."""
+    if name in PRIVATE:
+        return PRIVATE[name]
+    PRIVATE[name] = None  # also while it loads: no second attempt
+    if SourceFileLoader is None:
+        return None
+    path = STDLIB + "/" + name + ".py"
+    mod = ModuleType(name)
+    mod.__file__ = path
+    mod.__builtins__ = PRIVATE_BUILTINS
+    try:
+        exec(SourceFileLoader(name, path).get_code(name), mod.__dict__)
+        if name == "linecache" and PROGRAM_ENTRY:
+            mod.cache[FILENAME] = PROGRAM_ENTRY[0]
+    except BaseException:
+        return None
+    PRIVATE[name] = mod
+    return mod
+
+
+# --- the last resort: a traceback without the traceback module ---------------
+
+CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
+CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
+RECURSIVE_CUTOFF = 3  # repeats of a frame shown before they are counted, as traceback does
+SOURCES = {}  # file name -> its lines, for plain_traceback
+
+
+def plain_traceback(exc):
+    """exc formatted as the traceback module formats it, less what only it
+    draws: carets, and an exception group's members."""
+    chain, seen, e, link = [], set(), exc, None
+    while e is not None and id(e) not in seen and len(chain) < MAX_EXCEPTIONS:
+        seen.add(id(e))
+        chain.append((e, link))
+        if e.__cause__ is not None:
+            e, link = e.__cause__, CAUSE
+        elif e.__context__ is not None and not e.__suppress_context__:
+            e, link = e.__context__, CONTEXT
+        else:
+            e = None
+    out = []
+    for e, link in reversed(chain):
+        plain_frames(out, e.__traceback__)
+        plain_exception(out, e)
+        if link:
+            out.append(link)
+    return "".join(out)
+
+
+def plain_frames(out, tb):
+    if tb is None:
+        return
+    out.append("Traceback (most recent call last):\n")
+    last, count = None, 0
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        here = (code.co_filename, tb.tb_lineno, code.co_name)
+        if here != last:
+            repeated(out, count)
+            last, count = here, 0
+        count += 1
+        if count <= RECURSIVE_CUTOFF:
+            out.append('  File "%s", line %s, in %s\n' % here)
+            line = source_line(here[0], here[1])
+            if line:
+                out.append("    %s\n" % line)
+        tb = tb.tb_next
+    repeated(out, count)
+
+
+def repeated(out, count):
+    count -= RECURSIVE_CUTOFF
+    if count > 0:
+        out.append("  [Previous line repeated %d more time%s]\n" % (count, "s" if count > 1 else ""))
+
+
+def plain_exception(out, e):
+    t = type(e)
+    name = type.__dict__["__qualname__"].__get__(t)
+    mod = getattr(t, "__module__", None)
+    if type(mod) is not str:
+        name = "<unknown>." + name
+    elif mod not in ("__main__", "builtins"):
+        name = mod + "." + name
+    if isinstance(e, SyntaxError):
+        plain_syntax_error(out, e, name)
     else:
-        message = safe_str(exc)
-    failure = {"type": type(exc).__name__[:200], "message": message, "traceback": format_exception(exc)}
-    errno = getattr(exc, "errno", None) if isinstance(exc, OSError) else None
-    if isinstance(errno, int) and not isinstance(errno, bool):
-        failure["errno"] = int.__int__(errno)
+        try:
+            msg = str(e)
+        except BaseException:
+            msg = "<exception str() failed>"
+        out.append("%s: %s\n" % (name, msg) if msg else name + "\n")
+    notes = getattr(e, "__notes__", None)
+    if isinstance(notes, (list, tuple)):
+        out += [safe_str(n) + "\n" for n in notes]
+
+
+def plain_syntax_error(out, e, name):
+    suffix = ""
+    if e.lineno is not None:
+        out.append('  File "%s", line %s\n' % (e.filename or "<string>", e.lineno))
+    elif e.filename is not None:
+        suffix = " (%s)" % e.filename
+    text, offset, end = e.text, e.offset, getattr(e, "end_offset", None)
+    if isinstance(text, str):
+        rtext = text.rstrip("\n")
+        ltext = rtext.lstrip(" \n\f")
+        spaces = len(rtext) - len(ltext)
+        out.append("    %s\n" % ltext)
+        if type(offset) is int:
+            if type(end) is not int or end == 0:
+                end = offset
+            if end in (offset, -1):
+                end = offset + 1
+            col = offset - 1 - spaces
+            if col >= 0:
+                pad = "".join(c if c.isspace() else " " for c in ltext[:col])
+                out.append("    %s%s\n" % (pad, "^" * (end - offset)))
+    out.append("%s: %s%s\n" % (name, e.msg or "<no detail available>", suffix))
+
+
+def program_line(lineno):
+    """Line lineno of the program, stripped; "" if there is none."""
+    lines = PROGRAM_ENTRY[0][2] if PROGRAM_ENTRY else []
+    return lines[lineno - 1].strip() if type(lineno) is int and 0 < lineno <= len(lines) else ""
+
+
+def source_line(filename, lineno):
+    """Line lineno of a file, stripped; "" if there is none. Only regular files are read."""
+    if filename == FILENAME:
+        return program_line(lineno)
+    lines = SOURCES.get(filename)
+    if lines is None:
+        lines = SOURCES[filename] = []
+        try:
+            if os_stat(filename).st_mode & 0o170000 == 0o100000:
+                with open(filename, "rb") as f:
+                    lines += f.read(1 << 22).decode("utf-8", "replace").splitlines()
+        except BaseException:
+            pass
+    return lines[lineno - 1].strip() if type(lineno) is int and 0 < lineno <= len(lines) else ""
+
+
+def describe(exc):
+    """The failure object for an exception that ended the program, whatever
+    the exception does when asked for its message or errno."""
+    failure = {"type": type_name(type(exc))[:200], "message": ""}
+    try:
+        failure["message"] = safe_str(exc.code if isinstance(exc, SystemExit) else exc)
+    except BaseException:
+        failure["message"] = "<unprintable %s>" % failure["type"]
+    failure["traceback"] = format_exception(exc)
+    try:
+        errno = exc.errno if isinstance(exc, OSError) else None
+        if isinstance(errno, int) and not isinstance(errno, bool):
+            failure["errno"] = int.__int__(errno)
+    except BaseException:
+        pass
     return failure
 
 
@@ -556,14 +883,14 @@ def exit_status(exc):
         return 0
     if not isinstance(exc, SystemExit):
         return 1
-    code = exc.code
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
     try:
+        code = exc.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return int.__int__(code) & 0xFF
         print(code, file=sys.stderr)
-    except Exception:
+    except BaseException:
         pass
     return 1
 
@@ -594,11 +921,21 @@ def result_frame(value, failure, cap):
 
 
 def flush_std():
-    for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+    for name in ("stdout", "stderr", "__stdout__", "__stderr__"):
         try:
-            f.flush()
-        except Exception:
+            getattr(sys, name).flush()
+        except BaseException:
             pass
+
+
+def say(text):
+    """Writes the bootstrap's own message to fd 2, whatever sys.stderr is now."""
+    try:
+        data = utf8(text)
+        while data:
+            data = data[os_write(2, data) :]
+    except BaseException:
+        pass
 
 
 # --- exiting --------------------------------------------------------------
@@ -633,15 +970,13 @@ def unraisable(exc, what, obj):
     Py_FinalizeEx ignores it (3.13 names what it was doing, before it the
     object)."""
     try:
-        import traceback
-
-        if sys.version_info >= (3, 13):
+        if VERSION >= (3, 13):
             head = "Exception ignored on %s:\n" % what
         else:
             head = "Exception ignored in: %s\n" % safe_repr(obj)
         tb = exc.__traceback__
-        tb = tb and tb.tb_next  # not our own frame
-        sys.stderr.write(head + "".join(traceback.format_exception(type(exc), exc, tb)))
+        exc.__traceback__ = tb and tb.tb_next  # not our own frame
+        sys.stderr.write(head + render(exc))
         sys.stderr.flush()
     except BaseException:
         pass
@@ -655,7 +990,7 @@ def run_atexit():
     # caller's frame in it: ours, which `python prog.py` would not show.
     program_hook = getattr(sys, "unraisablehook", None)
     if program_hook is None:  # deleted: python then prints failures itself
-        atexit._run_exitfuncs()
+        run_exitfuncs()
         return
 
     def hook(u):
@@ -668,7 +1003,7 @@ def run_atexit():
 
     sys.unraisablehook = hook
     try:
-        atexit._run_exitfuncs()
+        run_exitfuncs()
     finally:
         if sys.unraisablehook is hook:
             sys.unraisablehook = program_hook
@@ -720,7 +1055,7 @@ def exit_like_python(status):
             ctypes.CDLL(None).fflush(None)
     except BaseException:
         pass  # whatever the program did to sys, the process ends here
-    os._exit(status)
+    os_exit(status)
 
 
 def main():
@@ -732,10 +1067,10 @@ def main():
         host = Host(fd, max_frame)
         module = new_main(host, bindings)
     except Exception as e:
-        sys.stderr.write("psych bootstrap: %s\n" % (safe_str(e) or type(e).__name__))
-        sys.stderr.flush()
-        os._exit(EXIT_BOOTSTRAP)
+        say("psych bootstrap: %s\n" % (safe_str(e) or type_name(type(e))))
+        os_exit(EXIT_BOOTSTRAP)
 
+    PROGRAM_ENTRY.append((len(code), None, code.splitlines(True), FILENAME))
     LinecacheSeeder.install(code)
     sys.argv = [FILENAME]
     sys.modules["__main__"] = module  # the program is __main__: pickle, multiprocessing find its functions
@@ -746,7 +1081,10 @@ def main():
     except BaseException as e:  # SyntaxError, SystemExit, KeyboardInterrupt too
         exc = e
 
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))  # the program may have lowered it
+    try:
+        setrecursionlimit(max(getrecursionlimit(), 1000))  # the program may have lowered it
+    except BaseException:
+        pass
     status = exit_status(exc)
     if getpid() != PID:
         # A forked child fell through to the end of the program: it exits as
@@ -754,10 +1092,10 @@ def main():
         if exc is not None and not isinstance(exc, SystemExit):
             try:
                 sys.stderr.write(format_exception(exc))
-            except Exception:
+            except BaseException:
                 pass
         flush_std()
-        os._exit(status)
+        os_exit(status)
     flush_std()
 
     failure = None
@@ -767,18 +1105,23 @@ def main():
         try:
             value = to_json(value)
         except BaseException:
-            value = "<unrepresentable %s>" % type(value).__name__
+            value = "<unrepresentable %s>" % type_name(type(value))
     try:
-        body = result_frame(value, None if exc is None else failure, max_frame)
+        body = result_frame(value, failure, max_frame)
         if body is None:
             raise ProtocolError("the frame cap is too small for any result")
         host.send_result(body)
     except BaseException as e:
-        sys.stderr.write("psych bootstrap: sending the result: %s\n" % safe_str(e))
+        say("psych bootstrap: sending the result: %s\n" % safe_str(e))
         flush_std()
-        os._exit(EXIT_BOOTSTRAP)
+        os_exit(EXIT_BOOTSTRAP)
     del exc, value
     exit_like_python(status)
 
 
-main()
+# main's frame is entered from this one, whose builtins are BUILTINS: on 3.8
+# and 3.9 a frame takes its builtins from the frame that calls it when both
+# share their globals.
+ENTRY = compile("main()", "<psych-bootstrap>", "exec")
+OWN_CODE.add(ENTRY)
+exec(ENTRY, {"main": main, "__builtins__": BUILTINS})

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -1147,4 +1148,93 @@ func TestReplyFraming(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFramesAreValidUTF8: a surrogate (lone, or half of a UTF-16 pair) in a
+// call's arguments, a value, a dict key or a failure is sent as U+FFFD,
+// never as an escape a strict parser refuses, and keys that then collide
+// make the dict its repr.
+func TestFramesAreValidUTF8(t *testing.T) {
+	cases := []struct{ code, want string }{
+		{`echo('\udcff', {'\ud800k': '\ud83d\ude00'})`, `{"a":"\ufffd","b":{"\ufffdk":"\ufffd\ufffd"}}`},
+		{`{'\udcfe': 1, '\udcff': 2}`, `"{'\\udcfe': 1, '\\udcff': 2}"`},
+		{`raise ValueError('\udcff')`, ``},
+	}
+	for _, c := range cases {
+		hostEnd, childEnd := socketpair(t)
+		cmd := startChild(t, launchArgs(t), childEnd)
+		hostEnd.SetDeadline(time.Now().Add(30 * time.Second))
+		if err := wire.NewEncoder(hostEnd, 0).Encode(&wire.Start{V: wire.Version, Code: c.code, Bindings: echoBinding}); err != nil {
+			t.Fatal(err)
+		}
+		var result []byte
+		for result == nil {
+			var head [4]byte
+			if _, err := io.ReadFull(hostEnd, head[:]); err != nil {
+				t.Fatalf("%s: read: %v", c.code, err)
+			}
+			body := make([]byte, int(head[0])<<24|int(head[1])<<16|int(head[2])<<8|int(head[3]))
+			if _, err := io.ReadFull(hostEnd, body); err != nil {
+				t.Fatalf("%s: read: %v", c.code, err)
+			}
+			if !utf8.Valid(body) || surrogateEscape(body) {
+				t.Errorf("%s: frame %q: invalid UTF-8, or a surrogate escape", c.code, body)
+			}
+			m, err := wire.Unmarshal(body)
+			if err != nil {
+				t.Fatalf("%s: %v", c.code, err)
+			}
+			switch m := m.(type) {
+			case *wire.Call:
+				wire.NewEncoder(hostEnd, 0).Encode(echoReply(m))
+			case *wire.Result:
+				result = body
+				if c.want != "" {
+					jsonEqual(t, m.Value, c.want)
+				} else if m.Failure == nil || m.Failure.Message != "\ufffd" || !strings.HasSuffix(m.Failure.Traceback, "ValueError: \ufffd\n") {
+					t.Errorf("%s: failure %+v", c.code, m.Failure)
+				}
+			}
+		}
+		cmd.wait(t, &outcome{})
+	}
+}
+
+// TestInterruptedCallIsAbandoned: a signal handler's exception ends a call
+// waiting for its reply (an OSError such as TimeoutError too, which is no
+// channel failure); the late reply is skipped, and the next call works.
+func TestInterruptedCallIsAbandoned(t *testing.T) {
+	code := `import signal
+def alarm(signum, frame):
+    raise TimeoutError('alarm')
+signal.signal(signal.SIGALRM, alarm)
+signal.setitimer(signal.ITIMER_REAL, 0.1)
+try:
+    r = echo('slow')
+except TimeoutError as e:
+    r = 'interrupted: %s' % e
+[r, echo('next')]`
+	serve := func(c *wire.Call) *wire.Reply {
+		if c.ID == 1 {
+			time.Sleep(500 * time.Millisecond)
+		}
+		return echoReply(c)
+	}
+	o := mustSucceed(t, program{code: code, bindings: echoBinding, serve: serve})
+	jsonEqual(t, o.result.Value, `["interrupted: alarm", {"a": "next"}]`)
+}
+
+// surrogateEscape reports whether the JSON text b has a \u escape of a
+// surrogate.
+func surrogateEscape(b []byte) bool {
+	for i := 0; i+3 < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if b[i+1] == 'u' && (b[i+2] == 'd' || b[i+2] == 'D') && strings.IndexByte("89abcdefABCDEF", b[i+3]) >= 0 {
+			return true
+		}
+		i++ // the escaped character
+	}
+	return false
 }

@@ -51,9 +51,10 @@ type Binding struct {
 // args is a JSON object (positional arguments already mapped to Params); the
 // reply must be JSON. An error from Call reaches the program as a
 // BindingError carrying err.Error(); it never ends the run. ctx ends when
-// the run ends; it carries the run's id (RunID) and, where the backend can
-// freeze, the means to suspend the run while the call waits for a person
-// (Suspend).
+// the run ends, or when the program's result arrives while the call still
+// runs (a thread of the program waiting in it then gets a BindingError); it
+// carries the run's id (RunID) and, where the backend can freeze, the means
+// to suspend the run while the call waits for a person (Suspend).
 type Bindings interface {
 	List() []Binding
 	Call(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error)

@@ -7,7 +7,10 @@
 //
 // The decoder is written for hostile input: any byte sequence yields a frame
 // or an error wrapping one of the sentinel errors below, never a panic, and
-// never an allocation beyond the cap.
+// never an allocation beyond the cap. What it passes on as raw JSON (a
+// call's args, a result's value) holds only strings a strict parser takes:
+// invalid UTF-8 and escapes of lone surrogates become U+FFFD (ValidStrings),
+// as encoding/json does with the strings it decodes itself.
 //
 // A binding call's round trip is on the program's critical path, so its two
 // frames skip encoding/json's reflection: the decoder parses a call frame in
@@ -27,6 +30,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/psych-runtime/psych/sandbox"
 )
@@ -315,7 +319,7 @@ func bootstrapCall(body []byte) *Call {
 	if args[len(args)-1] != '}' || !json.Valid(args) {
 		return nil // whitespace after args, or more keys after it
 	}
-	return &Call{ID: id, Name: name, Args: args}
+	return &Call{ID: id, Name: name, Args: ValidStrings(args)}
 }
 
 // Unmarshal decodes one frame body and checks its shape.
@@ -363,6 +367,7 @@ func check(m any) error {
 		} else if m.Args[0] != '{' {
 			return errors.New("call args is not an object")
 		}
+		m.Args = ValidStrings(m.Args)
 	case *Reply:
 		if m.Error != nil && m.Value != nil && string(m.Value) != "null" {
 			return errors.New("reply carries both value and error")
@@ -370,6 +375,9 @@ func check(m any) error {
 		normalizeNull(&m.Value)
 	case *Result:
 		normalizeNull(&m.Value)
+		if m.Value != nil {
+			m.Value = ValidStrings(m.Value)
+		}
 		if m.Failure != nil && m.Failure.Type == "" {
 			return errors.New("failure without a type")
 		}
@@ -382,4 +390,76 @@ func normalizeNull(v *json.RawMessage) {
 	if len(*v) == 0 || string(*v) == "null" {
 		*v = nil
 	}
+}
+
+// ValidStrings returns the JSON text v with every string in it valid UTF-8
+// and free of lone surrogates, as strict parsers require: a run of invalid
+// bytes becomes U+FFFD (as strings.ToValidUTF8 does), and so does a \u
+// escape of a surrogate that is not half of a pair. v must be valid JSON;
+// it is returned itself when nothing needs to change, else a copy.
+func ValidStrings(v json.RawMessage) json.RawMessage {
+	valid := utf8.Valid(v)
+	if valid && !loneSurrogates(v, false) {
+		return v
+	}
+	out := bytes.Clone(v)
+	if !valid {
+		out = bytes.ToValidUTF8(out, []byte("\uFFFD"))
+	}
+	loneSurrogates(out, true)
+	return out
+}
+
+// loneSurrogates reports whether the JSON text b has a \u escape of a lone
+// surrogate; with fix, it rewrites each as \ufffd, in place.
+func loneSurrogates(b []byte, fix bool) bool {
+	found := false
+	for i := 0; i < len(b); i++ {
+		j := bytes.IndexByte(b[i:], '\\')
+		if j < 0 {
+			break
+		}
+		i += j + 1 // the escaped character; the loop steps past it
+		if i >= len(b) || b[i] != 'u' {
+			continue
+		}
+		switch r := hex4(b, i+1); {
+		case 0xD800 <= r && r < 0xDC00 && i+10 < len(b) && b[i+5] == '\\' && b[i+6] == 'u' && isLowSurrogate(hex4(b, i+7)):
+			i += 10 // a pair
+		case 0xD800 <= r && r < 0xE000:
+			found = true
+			if !fix {
+				return true
+			}
+			copy(b[i+1:], "fffd")
+			i += 4
+		case r >= 0:
+			i += 4
+		}
+	}
+	return found
+}
+
+func isLowSurrogate(r rune) bool { return 0xDC00 <= r && r < 0xE000 }
+
+// hex4 is the value of the four hex digits at b[i:], or -1.
+func hex4(b []byte, i int) rune {
+	if i+4 > len(b) {
+		return -1
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return -1
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }

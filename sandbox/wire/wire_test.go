@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/psych-runtime/psych/sandbox"
 )
@@ -113,6 +114,41 @@ func TestDecodeNormalizes(t *testing.T) {
 	}
 }
 
+// TestValidStrings: what the decoder passes on as raw JSON holds valid
+// UTF-8 and no lone surrogate, and is otherwise what was sent.
+func TestValidStrings(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{`"plain é"`, `"plain é"`},
+		{`"\udcff"`, `"\ufffd"`},
+		{`"x\uDCFFy"`, `"x\ufffdy"`},
+		{`"\ud83d\ude00"`, `"\ud83d\ude00"`}, // a pair is a character
+		{`"\ud83d"`, `"\ufffd"`},
+		{`"\ud83d\u0041"`, `"\ufffd\u0041"`},
+		{`"\ude00\ud83d"`, `"\ufffd\ufffd"`},
+		{`"\\udcff"`, `"\\udcff"`}, // an escaped backslash, then text
+		{`"\\\udcff"`, `"\\\ufffd"`},
+		{"\"a\xffb\xfe\xfdc\"", "\"a\uFFFDb\uFFFDc\""},
+		{"{\"\\udcfe\":[\"\xed\xb3\xbf\",\"\\udcff\"]}", "{\"\\ufffd\":[\"\uFFFD\",\"\\ufffd\"]}"},
+	}
+	for _, c := range cases {
+		in := json.RawMessage(c.in)
+		got := ValidStrings(in)
+		if string(got) != c.want || !json.Valid(got) {
+			t.Errorf("ValidStrings(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if c.in == c.want && &got[0] != &in[0] {
+			t.Errorf("ValidStrings(%q) copied a text it did not change", c.in)
+		}
+		if c.in != c.want && string(in) != c.in {
+			t.Errorf("ValidStrings(%q) changed its argument", c.in)
+		}
+	}
+	m, err := NewDecoder(bytes.NewReader(frame(`{"type":"result","value":{"k\udcff":"\udcfe"},"failure":null}`)), 0).Next()
+	if err != nil || string(m.(*Result).Value) != `{"k\ufffd":"\ufffd"}` {
+		t.Fatalf("result value %s, %v", m.(*Result).Value, err)
+	}
+}
+
 func TestEncodeRefusesOversize(t *testing.T) {
 	var buf bytes.Buffer
 	err := NewEncoder(&buf, 64).Encode(&Result{Value: json.RawMessage(`"` + strings.Repeat("x", 100) + `"`)})
@@ -133,6 +169,8 @@ func FuzzDecoder(f *testing.F) {
 		`{"type":"start","v":1,"code":"1","bindings":[{"name":"a","params":["x"],"doc":""}],"max_frame":5}`,
 		`{"type":"call","id":18446744073709551615,"name":"\u0000"}`,
 		`{"type":"result","isolation":{"seccomp":0}}`,
+		`{"type":"result","value":["\udcff","\ud83d\ude00","\\udcff"],"failure":null}`,
+		`{"type":"call","id":1,"name":"echo","args":{"\ud800":"` + "\xff\xfe" + `"}}`,
 	}
 	for _, s := range seeds {
 		f.Add(frame(s))
@@ -150,6 +188,16 @@ func FuzzDecoder(f *testing.F) {
 					t.Fatalf("untyped error %v", err)
 				}
 				return
+			}
+			var raw json.RawMessage
+			switch m := m.(type) {
+			case *Call:
+				raw = m.Args
+			case *Result:
+				raw = m.Value
+			}
+			if !utf8.Valid(raw) || loneSurrogates(raw, false) {
+				t.Fatalf("%T passed on %q: not valid UTF-8, or a lone surrogate", m, raw)
 			}
 			body, err := Marshal(m)
 			if err != nil {
@@ -187,6 +235,7 @@ var fastSeeds = []string{
 	`{"type":"call","id":1.5,"name":"x","args":{}}`,
 	`{"type":"call","id":1,"name":"x","args":{}}}`,
 	`{"type":"call","id":1,"name":"x","args":{"a":{}}`,
+	`{"type":"call","id":1,"name":"x","args":{"\udcff":"\ud83d\ude00\ud800"}}`,
 }
 
 func TestBootstrapCallMatchesUnmarshal(t *testing.T) {

@@ -144,6 +144,12 @@ func Run(t *testing.T, b Backend) {
 		{"TrustStore", s.trustStore},
 		{"PseudoTerminals", s.pseudoTerminals},
 		{"SetIDRefused", s.setIDRefused},
+		{"RecursionTraceback", s.recursionTraceback},
+		{"PatchedBuiltins", s.patchedBuiltins},
+		{"LoneSurrogates", s.loneSurrogates},
+		{"BindingInSignalHandler", s.bindingInSignalHandler},
+		{"ResultWhileCallPending", s.resultWhileCallPending},
+		{"InterruptedCall", s.interruptedCall},
 		{"OwnOutsideIDs", s.ownOutsideIDs},
 	} {
 		if len(b.Cases) > 0 && !slices.Contains(b.Cases, tc.name) {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,6 +155,75 @@ func TestServer(t *testing.T) {
 				t.Errorf("reply %#v, %v; want a BindingError", m, err)
 			}
 		})
+	}
+}
+
+// blockBindings' block waits until its context ends; echo counts its calls.
+type blockBindings struct {
+	entered, ended chan struct{}
+	echoes         atomic.Int32
+}
+
+func newBlockBindings() *blockBindings {
+	return &blockBindings{entered: make(chan struct{}), ended: make(chan struct{})}
+}
+
+func (*blockBindings) List() []sandbox.Binding {
+	return []sandbox.Binding{{Name: "block"}, {Name: "echo"}}
+}
+
+func (b *blockBindings) Call(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	if name == "echo" {
+		b.echoes.Add(1)
+		return args, nil
+	}
+	close(b.entered)
+	<-ctx.Done()
+	close(b.ended)
+	return nil, ctx.Err()
+}
+
+// TestServerResultCancelsCall: the result is taken while a call runs; it
+// cancels that call, which is answered with a BindingError, and the call
+// queued behind it is answered without running. The result stays whether
+// or not the program reads those replies.
+func TestServerResultCancelsCall(t *testing.T) {
+	b := newBlockBindings()
+	srv := serve(t, b, func(enc *wire.Encoder, dec *wire.Decoder, raw net.Conn) {
+		raw.SetDeadline(time.Now().Add(5 * time.Second))
+		enc.Encode(&wire.Call{ID: 1, Name: "block"})
+		<-b.entered
+		enc.Encode(&wire.Call{ID: 2, Name: "echo", Args: json.RawMessage(`{"a":1}`)})
+		enc.Encode(&wire.Result{Value: json.RawMessage(`"done"`)})
+		for id := uint64(1); id <= 2; id++ {
+			m, err := dec.Next()
+			if r, ok := m.(*wire.Reply); err != nil || !ok || r.ID != id || r.Error == nil || !strings.Contains(r.Error.Message, "the program has finished") {
+				t.Errorf("reply %d: %+v, %v; want a BindingError saying the program has finished", id, m, err)
+			}
+		}
+	})
+	if srv.ProtocolError() != nil || srv.Result() == nil || string(srv.Result().Value) != `"done"` {
+		t.Fatalf("result %+v, protocol error %v", srv.Result(), srv.ProtocolError())
+	}
+	select {
+	case <-b.ended:
+	default:
+		t.Error("the call in flight was not cancelled")
+	}
+	if n := b.echoes.Load(); n != 0 {
+		t.Errorf("echo ran %d times after the result", n)
+	}
+
+	// The program ends without reading the reply: the result is still taken.
+	b = newBlockBindings()
+	srv = serve(t, b, func(enc *wire.Encoder, _ *wire.Decoder, raw net.Conn) {
+		raw.SetDeadline(time.Now().Add(5 * time.Second))
+		enc.Encode(&wire.Call{ID: 1, Name: "block"})
+		<-b.entered
+		enc.Encode(&wire.Result{Value: json.RawMessage(`7`)})
+	})
+	if srv.ProtocolError() != nil || srv.Result() == nil || string(srv.Result().Value) != "7" {
+		t.Fatalf("result %+v, protocol error %v; want the result sent while the call ran", srv.Result(), srv.ProtocolError())
 	}
 }
 

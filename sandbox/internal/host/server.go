@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 
 	"github.com/psych-runtime/psych/sandbox"
@@ -16,6 +17,12 @@ import (
 // Server answers the program's frames on one wire channel. It reads every
 // frame as hostile: a malformed, oversized, unexpected or duplicate one is a
 // protocol violation, which closes Violation; the caller then ends the run.
+//
+// It reads on while a binding call runs, so the program's result is taken
+// the moment it arrives, whatever call is in flight (a thread of the
+// program may still wait in one): the result cancels that call's context,
+// and from then on a call is answered with a BindingError without running
+// its binding. A call that fails to be answered does not stop the reading.
 type Server struct {
 	start     []byte
 	dec       *wire.Decoder
@@ -27,11 +34,15 @@ type Server struct {
 	// short then is not the program's violation.
 	hostKilled atomic.Bool
 
-	// Set by Serve; read only after it returned.
+	// Set by Serve's reader; read only after it returned.
 	result   *wire.Result
 	protoErr error
 	lastID   uint64
 	anyCall  bool
+
+	mu       sync.Mutex
+	finished bool               // the result or a violation arrived: no binding runs from now on
+	cancel   context.CancelFunc // cancels the call in flight, if any
 }
 
 // NewServer serves req on rw with frames of at most maxFrame bytes.
@@ -72,10 +83,24 @@ func (s *Server) ProtocolError() error { return s.protoErr }
 func (s *Server) fail(err error) {
 	s.protoErr = err
 	close(s.violation)
+	s.finish()
+}
+
+// finish ends serving calls: the one in flight is cancelled, later ones are
+// answered without running.
+func (s *Server) finish() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finished = true
+	if s.cancel != nil {
+		s.cancel()
+	}
 }
 
 // Serve sends the start frame and serves until the channel ends. Calls are
-// served one at a time, in order; ctx is what Bindings.Call gets.
+// served one at a time, in order, by a goroutine of their own, with a
+// context derived from ctx: what Bindings.Call gets. At most one call waits
+// behind the one in flight; the reader waits while one does.
 func (s *Server) Serve(ctx context.Context) {
 	// Sent here, not before the host starts watching: a child that does not
 	// read it is still bound by the wall limit and the context. A start that
@@ -83,6 +108,10 @@ func (s *Server) Serve(ctx context.Context) {
 	if err := s.enc.WriteBody(s.start); err != nil {
 		return
 	}
+	calls := make(chan *wire.Call, 1)
+	served := make(chan struct{})
+	go func() { defer close(served); s.serveCalls(ctx, calls) }()
+	defer func() { close(calls); <-served }()
 	for {
 		m, err := s.dec.Next()
 		if err != nil {
@@ -108,24 +137,62 @@ func (s *Server) Serve(ctx context.Context) {
 				return
 			}
 			s.anyCall, s.lastID = true, m.ID
-			err := s.enc.Encode(s.call(ctx, m))
-			if errors.Is(err, wire.ErrFrameTooLarge) {
-				err = s.enc.Encode(errorReply(m, "the host's reply to "+m.Name+" exceeds the frame cap"))
-			}
-			if err != nil {
-				return // the program is gone
-			}
+			calls <- m
 		case *wire.Result:
 			if s.result != nil {
 				s.fail(errors.New("protocol: second result"))
 				return
 			}
 			s.result = m
+			s.finish()
 		default:
 			s.fail(fmt.Errorf("protocol: unexpected %T frame from the program", m))
 			return
 		}
 	}
+}
+
+// serveCalls answers the calls in order until calls is closed. Once a reply
+// cannot be written (the program is gone), the rest are not run.
+func (s *Server) serveCalls(ctx context.Context, calls <-chan *wire.Call) {
+	gone := false
+	for c := range calls {
+		if gone {
+			continue
+		}
+		reply := s.run(ctx, c)
+		err := s.enc.Encode(reply)
+		if errors.Is(err, wire.ErrFrameTooLarge) {
+			err = s.enc.Encode(errorReply(c, "the host's reply to "+c.Name+" exceeds the frame cap"))
+		}
+		gone = err != nil
+	}
+}
+
+// run runs one call, cancelled by finish; once the program has finished
+// it runs no binding.
+func (s *Server) run(ctx context.Context, c *wire.Call) *wire.Reply {
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.mu.Lock()
+	if s.finished {
+		s.mu.Unlock()
+		return errorReply(c, cancelled(c))
+	}
+	s.cancel = cancel
+	s.mu.Unlock()
+	reply := s.call(callCtx, c)
+	s.mu.Lock()
+	s.cancel = nil
+	if s.finished && reply.Error != nil {
+		reply = errorReply(c, cancelled(c)+": "+reply.Error.Message)
+	}
+	s.mu.Unlock()
+	return reply
+}
+
+func cancelled(c *wire.Call) string {
+	return "the program has finished: the call to " + c.Name + " was cancelled"
 }
 
 // call runs one binding. Its errors go back to the program as BindingError.
