@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -272,13 +273,23 @@ func TestCgroupTasks(t *testing.T) {
 		t.Skipf("no v1 pids hierarchy here (%v): the pure-v2 path needs no tasks file", err)
 	}
 	dir := filepath.Join(base, fmt.Sprintf("psych-reexec-test-%d", os.Getpid()))
+	os.Remove(dir) // an earlier test process of this pid's, if empty
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		if os.Geteuid() != 0 {
 			t.Skipf("uid %d cannot make a v1 cgroup here (%v); CI runs this as root", os.Geteuid(), err)
 		}
 		t.Fatal(err)
 	}
-	defer os.Remove(dir)
+	// The cgroup empties once its last member is gone, a moment after it
+	// was reaped: retry the removal until then.
+	defer func() {
+		for i := 0; i < 100 && os.Remove(dir) != nil; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("the test's cgroup %s could not be removed", dir)
+		}
+	}()
 	uid, gid := runIDs()
 	for _, ns := range []bool{true, false} {
 		tasks, err := os.OpenFile(filepath.Join(dir, "tasks"), os.O_WRONLY, 0)
