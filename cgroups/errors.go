@@ -18,4 +18,8 @@ var (
 	ErrInvalid = errors.New("invalid cgroup request")
 	// ErrRemoved: the Run was already removed.
 	ErrRemoved = errors.New("run cgroup removed")
+	// ErrRemoveDeferred: Remove killed and emptied the run's cgroups but
+	// could not remove a directory (its parent unwritable for a while): its
+	// Manager removes it at the start of its next run.
+	ErrRemoveDeferred = errors.New("run cgroup removal deferred")
 )

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -49,6 +50,34 @@ type manager struct {
 	unified string   // parent on the unified hierarchy; "" without a cgroup2 mount
 	v2      []string // controllers the runs get from the unified hierarchy
 	v1      []v1Hier
+
+	pendMu  sync.Mutex
+	pending []string // emptied run directories a Remove could not remove
+}
+
+// deferRemoval keeps emptied run directories whose removal failed, for the
+// next run's retryPending.
+func (m *manager) deferRemoval(dirs []string) {
+	m.pendMu.Lock()
+	defer m.pendMu.Unlock()
+	m.pending = append(m.pending, dirs...)
+}
+
+// retryPending removes the run directories an earlier Remove could not;
+// those it still cannot remove wait for the next run.
+func (m *manager) retryPending() {
+	m.pendMu.Lock()
+	defer m.pendMu.Unlock()
+	var still []string
+	for _, d := range m.pending {
+		if err := rmdirTree(d); err != nil {
+			still = append(still, d)
+		}
+	}
+	if n := len(m.pending) - len(still); n > 0 {
+		m.log.Info("cgroups: removed run cgroups an earlier removal left", "count", n)
+	}
+	m.pending = still
 }
 
 func unavailable(action string, err error) error {

@@ -32,6 +32,9 @@ type run struct {
 	// adopted is a Run of cgroups another manager made (Open): never
 	// attached to, never removed.
 	adopted bool
+	// m made the run (nil where adopted): what Remove cannot remove, m does
+	// later.
+	m *manager
 
 	mu      sync.Mutex
 	dirFd   int // the unified directory, for CLONE_INTO_CGROUP
@@ -43,6 +46,8 @@ type run struct {
 }
 
 func (m *manager) newRun(r *run, runID string, l Limits) (retErr error) {
+	m.retryPending()
+	r.m = m
 	r.name = m.owner.String() + "-" + runID
 	r.mode = m.mode
 	r.dirFd, r.cpuFd = -1, -1
@@ -351,12 +356,18 @@ func (r *run) kill() error {
 func (r *run) killOnce() (bool, error) {
 	empty := true
 	if r.unified != "" {
-		if err := killUnified(r.unified); err != nil {
-			return false, err
-		}
 		var err error
 		if empty, err = unpopulated(r.unified); err != nil {
 			return false, err
+		}
+		// An empty cgroup needs no kill, which an unwritable one refuses.
+		if !empty {
+			if err := killUnified(r.unified); err != nil {
+				return false, err
+			}
+			if empty, err = unpopulated(r.unified); err != nil {
+				return false, err
+			}
 		}
 	} else if r.freezer != "" {
 		// v1 freezer: freeze so that nothing forks while it is signalled,
@@ -466,10 +477,18 @@ func (r *run) remove() error {
 		return nil
 	}
 	var errs []error
+	var left []string
 	for _, dir := range r.dirs {
 		if err := rmdirTree(dir); err != nil {
 			errs = append(errs, fmt.Errorf("remove run cgroup: %w", err))
+			left = append(left, dir)
 		}
+	}
+	if len(errs) > 0 && r.m != nil {
+		// Empty, so nothing runs in them: their manager removes them later.
+		r.m.deferRemoval(left)
+		r.removed = true
+		return fmt.Errorf("%w: %w", ErrRemoveDeferred, errors.Join(errs...))
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)

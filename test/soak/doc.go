@@ -41,11 +41,9 @@
 // is not in yet, the test reports it on a line of its own, "KNOWN ISSUE",
 // and goes on; PSYCH_SOAK_STRICT=1 makes each a failure. Each is matched
 // narrowly (anything else left is a failure all the same), and what it
-// left on a shared daemon is removed. They are: a containerd restart
+// left on a shared daemon is removed. There is one: a containerd restart
 // leaves the broken run's container, task, snapshot, cgroups and mount
-// while its host lives; a subprocess run whose cgroup cannot be removed
-// (its parent read-only) returns its result and an error together, and
-// the cgroup stays once the parent is writable again.
+// while its host lives.
 //
 // The only time bounds are those that mean "hang", scaled by
 // contract.TimeScale. The tests need Linux with cgo; the container tests
