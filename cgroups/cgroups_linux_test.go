@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -1010,5 +1011,35 @@ func BenchmarkCPU(b *testing.B) {
 		if _, err := r.CPU(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestGoneIsNotExist: a cgroup file opened before its cgroup is removed
+// reads ENODEV, which the package takes for a cgroup that is gone.
+func TestGoneIsNotExist(t *testing.T) {
+	base := "/sys/fs/cgroup/unified"
+	if _, err := os.Stat(filepath.Join(base, "cgroup.procs")); err != nil {
+		base = "/sys/fs/cgroup"
+	}
+	dir := filepath.Join(base, fmt.Sprintf("psych-gone-test-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if os.Geteuid() != 0 {
+			t.Skipf("uid %d cannot make a cgroup under %s (%v); CI runs this as root", os.Geteuid(), base, err)
+		}
+		t.Fatal(err)
+	}
+	fd, err := openFd(filepath.Join(dir, "cgroup.events"), unix.O_RDONLY)
+	if err != nil {
+		os.Remove(dir)
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	var b [64]byte
+	_, err = preadFd(fd, b[:])
+	if !errors.Is(err, unix.ENODEV) || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("pread of a removed cgroup's file: %v; want ENODEV, taken for fs.ErrNotExist", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"time"
@@ -14,6 +15,22 @@ import (
 
 // The raw system calls of the package, each wrapped once: EINTR is retried,
 // and the error names the call (and the path, where there is one).
+
+// goneErr is ENODEV from a file of a cgroup removed meanwhile (a file opened
+// before the rmdir): the kernel's word for a cgroup that is gone. It is
+// fs.ErrNotExist too, as the same file opened after the rmdir would say.
+type goneErr struct{ error }
+
+func (goneErr) Is(target error) bool { return target == fs.ErrNotExist }
+func (e goneErr) Unwrap() error      { return e.error }
+
+// gone marks ENODEV as a cgroup that is gone.
+func gone(err error) error {
+	if errors.Is(err, unix.ENODEV) {
+		return goneErr{err}
+	}
+	return err
+}
 
 func retryEINTR(fn func() error) error {
 	for {
@@ -31,7 +48,7 @@ func openFd(path string, flags int) (int, error) {
 		return err
 	})
 	if err != nil {
-		return -1, &os.PathError{Op: "open", Path: path, Err: err}
+		return -1, gone(&os.PathError{Op: "open", Path: path, Err: err})
 	}
 	return fd, nil
 }
@@ -45,7 +62,7 @@ func preadFd(fd int, b []byte) (int, error) {
 		return err
 	})
 	if err != nil {
-		return 0, os.NewSyscallError("pread", err)
+		return 0, gone(os.NewSyscallError("pread", err))
 	}
 	return n, nil
 }
@@ -74,7 +91,7 @@ func writeFile(path, s string) error {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		return &os.PathError{Op: "write", Path: path, Err: err}
+		return gone(&os.PathError{Op: "write", Path: path, Err: err})
 	}
 	return nil
 }
@@ -153,7 +170,7 @@ func keyed(b []byte, key string) (int64, bool) {
 func readKeyed(path, key string) (int64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, err
+		return 0, gone(err)
 	}
 	n, ok := keyed(b, key)
 	if !ok {
@@ -166,7 +183,7 @@ func readKeyed(path, key string) (int64, error) {
 func readPids(path string) ([]int, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, gone(err)
 	}
 	var pids []int
 	for _, f := range bytes.Fields(b) {

@@ -406,13 +406,9 @@ func TestFaultRunCgroupRemovedAfterKill(t *testing.T) {
 		if o.res == nil || o.res.LimitHit != sandbox.LimitWallSeconds || o.res.Failure == nil || o.res.Failure.Type != sandbox.FailureWallTimeout {
 			t.Fatalf("run %d: %v, %s; want the wall limit's clean result", i, o.err, describe(o.res))
 		}
+		// A cgroup file opened just before the outside rmdir reads ENODEV:
+		// the cgroup is gone, which is no error.
 		if o.err != nil {
-			// A cgroup file opened just before the rmdir reads ENODEV,
-			// which cgroups' removal takes for an error, not for "gone".
-			if errors.Is(o.err, sandbox.ErrHostFault) && (errors.Is(o.err, syscall.ENODEV) || strings.Contains(o.err.Error(), "no such device")) {
-				knownIssue(t, "run %d: its result came with an error: a cgroup removed from outside reads ENODEV: %v", i, o.err)
-				continue
-			}
 			t.Fatalf("run %d: %v, %s; want the wall limit's clean result alone", i, o.err, describe(o.res))
 		}
 	}
@@ -661,9 +657,8 @@ func privateContainerd(t *testing.T) *daemon {
 // container), its processes gone; until the client has reconnected a Run
 // is a clear host fault, and then the same Sandbox runs again; a New made
 // meanwhile works. What the broken run left at the engine (its container,
-// task, snapshot, cgroups, rootfs mount) stays while this host lives: a
-// known issue, reported (the next host's New reaps it by its dead owner's
-// label, as sandbox/container's TestHostKilled shows).
+// task, snapshot, cgroups, rootfs mount) is removed by the first run after
+// containerd is back, or by Close: nothing is left.
 func TestFaultContainerdRestarted(t *testing.T) {
 	d := privateContainerd(t)
 	s := openContainerd(t, d.addr, container.Config{})
@@ -715,8 +710,8 @@ func TestFaultContainerdRestarted(t *testing.T) {
 	next := openContainerd(t, d.addr, container.Config{})
 	wantValue(t, run(t, next, context.Background(), sandbox.Request{Code: "3"}), "3")
 	next.Close()
-	if len(left) > 0 {
-		reportKnown(t, "after containerd's restart", map[string][]string{"a run broken by the restart left this at the engine while its host lives": left})
+	for _, l := range left {
+		t.Errorf("left after containerd's restart and a run after it: %s", l)
 	}
 	// The cgroups the daemon made are in the shared hierarchies.
 	removeRuns(d.addr, left)
