@@ -454,7 +454,7 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	res = e.Result(host.Outcome{Status: status, Usage: usage, NetworkDenied: r.netOK, Isolation: &iso, TmpFull: tmp.Full()})
 	tmp.Close()
 	if lost.Load() && !e.Reported() {
-		return nil, fmt.Errorf("%w: %s lost the container during the run; a later New reaps what is left", sandbox.ErrHostFault, s.eng.name())
+		return nil, fmt.Errorf("%w: %s lost the container during the run; what is left is removed once it answers again", sandbox.ErrHostFault, s.eng.name())
 	}
 	detached = true
 	s.running.Add(1)

@@ -42,6 +42,47 @@ type containerdEngine struct {
 	python   string
 	base     string // psych's base snapshot: the image plus the mount points psych needs
 	specOpts []oci.SpecOpts
+
+	orphanMu sync.Mutex
+	orphans  []string // runs whose task containerd lost (a restart): removed once it is back
+}
+
+// removeOrphans removes what runs broken by a lost daemon left (their
+// container, task, snapshot; the shim then its cgroups and rootfs mount),
+// by id, once containerd answers again: at the next run's start and at
+// Close. Those it cannot remove yet wait for the next time.
+func (e *containerdEngine) removeOrphans(ctx context.Context, bound time.Duration) {
+	e.orphanMu.Lock()
+	defer e.orphanMu.Unlock()
+	if len(e.orphans) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+	defer cancel()
+	var still []string
+	for _, id := range e.orphans {
+		t := &containerdTask{e: e, id: id, exited: make(chan struct{})}
+		c, err := e.c.LoadContainer(ctx, id)
+		switch {
+		case errdefs.IsNotFound(err):
+		case err != nil:
+			still = append(still, id)
+			continue
+		default:
+			t.ctr = c
+			if tk, err := c.Task(ctx, nil); err == nil {
+				t.task = tk
+			}
+			if err := t.remove(ctx); err != nil {
+				still = append(still, id)
+				continue
+			}
+		}
+		if err := e.c.SnapshotService(snapshotter).Remove(ctx, id); err != nil && !errdefs.IsNotFound(err) {
+			still = append(still, id)
+		}
+	}
+	e.orphans = still
 }
 
 func newContainerd(ctx context.Context, cfg *Config, python string) (engine, error) {
@@ -66,7 +107,10 @@ func newContainerd(ctx context.Context, cfg *Config, python string) (engine, err
 func (e *containerdEngine) name() Engine                   { return Containerd }
 func (e *containerdEngine) image() (sandbox.Image, string) { return e.img, e.python }
 func (e *containerdEngine) userNS() bool                   { return true }
-func (e *containerdEngine) close() error                   { return e.c.Close() }
+func (e *containerdEngine) close() error {
+	e.removeOrphans(context.Background(), 20*time.Second)
+	return e.c.Close()
+}
 
 // prepare finds the image (never pulling it), unpacks it if it is not yet,
 // and makes psych's base snapshot over it once per image: a committed layer
@@ -223,6 +267,7 @@ const startTimeout = 60 * time.Second
 func (e *containerdEngine) start(caller context.Context, rs *runSpec) (_ task, retErr error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(caller), startTimeout)
 	defer cancel()
+	e.removeOrphans(ctx, 2*time.Second) // a daemon still away costs a run no more
 	ctx, done, err := e.c.WithLease(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("containerd lease: %w", err)
@@ -366,7 +411,12 @@ func (t *containerdTask) pause(ctx context.Context, frozen bool) error {
 func (t *containerdTask) remove(ctx context.Context) error {
 	t.once.Do(func() {
 		if t.lost() {
-			return // containerd is gone: what is left is the reaper's
+			// containerd lost the task (it restarted): what is left is
+			// removed once it answers again.
+			t.e.orphanMu.Lock()
+			t.e.orphans = append(t.e.orphans, t.id)
+			t.e.orphanMu.Unlock()
+			return
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 		defer cancel()

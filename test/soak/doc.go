@@ -41,9 +41,7 @@
 // is not in yet, the test reports it on a line of its own, "KNOWN ISSUE",
 // and goes on; PSYCH_SOAK_STRICT=1 makes each a failure. Each is matched
 // narrowly (anything else left is a failure all the same), and what it
-// left on a shared daemon is removed. There is one: a containerd restart
-// leaves the broken run's container, task, snapshot, cgroups and mount
-// while its host lives.
+// left on a shared daemon is removed. There are none today.
 //
 // The only time bounds are those that mean "hang", scaled by
 // contract.TimeScale. The tests need Linux with cgo; the container tests
