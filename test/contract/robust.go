@@ -26,7 +26,9 @@ import (
 func (s *suite) recursionTraceback(t *testing.T) {
 	code := "import sys\nsys.setrecursionlimit(10**6 if sys.version_info >= (3, 11) else 5000)\n" +
 		"def f(n):\n    return f(n + 1)\nf(0)"
-	res := s.run(t, code, sandbox.Limits{}, nil)
+	// The default limits, stretched on a slow host (an emulated VM): the
+	// recursion itself takes what python takes.
+	res := s.run(t, code, sandbox.Limits{CPUSeconds: 10 * s.b.TimeScale, WallSeconds: 30 * s.b.TimeScale}, nil)
 	f := wantFailure(t, res, "RecursionError")
 	if res.LimitHit != "" {
 		t.Fatalf("limit_hit %q: a RecursionError is no limit", res.LimitHit)
