@@ -9,6 +9,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/wire"
@@ -18,9 +19,9 @@ import (
 // frame as hostile: a malformed, oversized, unexpected or duplicate one is a
 // protocol violation, which closes Violation; the caller then ends the run.
 //
-// It reads on while a binding call runs, so the program's result is taken
-// the moment it arrives, whatever call is in flight (a thread of the
-// program may still wait in one): the result cancels that call's context,
+// It reads on while a binding call runs (after slowCall), so the program's
+// result is taken when it arrives, whatever call is in flight (a thread of
+// the program may still wait in one): the result cancels that call's context,
 // and from then on a call is answered with a BindingError without running
 // its binding. A call that fails to be answered does not stop the reading.
 type Server struct {
@@ -43,6 +44,9 @@ type Server struct {
 	mu       sync.Mutex
 	finished bool               // the result or a violation arrived: no binding runs from now on
 	cancel   context.CancelFunc // cancels the call in flight, if any
+
+	calls   callQueue
+	readers sync.WaitGroup // readers that took over, and the calls they left behind
 }
 
 // NewServer serves req on rw with frames of at most maxFrame bytes.
@@ -98,9 +102,12 @@ func (s *Server) finish() {
 }
 
 // Serve sends the start frame and serves until the channel ends. Calls are
-// served one at a time, in order, by a goroutine of their own, with a
-// context derived from ctx: what Bindings.Call gets. At most one call waits
-// behind the one in flight; the reader waits while one does.
+// served one at a time, in order, with a context derived from ctx: what
+// Bindings.Call gets. The goroutine that reads a call runs it itself, so a
+// round trip crosses no goroutine; a call still running after slowCall
+// hands the reading to a new goroutine, so that the program's result is
+// taken when it comes. While one runs so, at most one call waits behind
+// it; the reader waits while one does.
 func (s *Server) Serve(ctx context.Context) {
 	// Sent here, not before the host starts watching: a child that does not
 	// read it is still bound by the wall limit and the context. A start that
@@ -108,10 +115,18 @@ func (s *Server) Serve(ctx context.Context) {
 	if err := s.enc.WriteBody(s.start); err != nil {
 		return
 	}
-	calls := make(chan *wire.Call, 1)
-	served := make(chan struct{})
-	go func() { defer close(served); s.serveCalls(ctx, calls) }()
-	defer func() { close(calls); <-served }()
+	s.calls.cond = sync.NewCond(&s.calls.mu)
+	s.read(ctx)
+	s.readers.Wait()
+}
+
+// slowCall is how long a call runs on the reading goroutine before the
+// reading moves to another.
+const slowCall = time.Millisecond
+
+// read is the reader: it reads frames until the channel ends, or until a
+// call it runs is slow and a new reader has taken over.
+func (s *Server) read(ctx context.Context) {
 	for {
 		m, err := s.dec.Next()
 		if err != nil {
@@ -137,7 +152,9 @@ func (s *Server) Serve(ctx context.Context) {
 				return
 			}
 			s.anyCall, s.lastID = true, m.ID
-			calls <- m
+			if !s.queueBehind(m) && s.runHere(ctx, m) {
+				return // a new reader took over while the call ran
+			}
 		case *wire.Result:
 			if s.result != nil {
 				s.fail(errors.New("protocol: second result"))
@@ -152,20 +169,90 @@ func (s *Server) Serve(ctx context.Context) {
 	}
 }
 
-// serveCalls answers the calls in order until calls is closed. Once a reply
-// cannot be written (the program is gone), the rest are not run.
-func (s *Server) serveCalls(ctx context.Context, calls <-chan *wire.Call) {
-	gone := false
-	for c := range calls {
-		if gone {
-			continue
+// callQueue orders the calls: one runs at a time, at most one waits.
+type callQueue struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	running bool
+	next    *wire.Call
+	gone    bool // a reply could not be written: the program is gone
+}
+
+// queueBehind queues c behind the call that runs (waiting while another
+// is queued) and reports true; with none running, it marks c running and
+// reports false: the caller runs it.
+func (s *Server) queueBehind(c *wire.Call) bool {
+	q := &s.calls
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.running {
+		q.running = true
+		return false
+	}
+	for q.next != nil {
+		q.cond.Wait()
+	}
+	q.next = c
+	return true
+}
+
+// runHere runs c on the reading goroutine and answers it. If it runs
+// longer than slowCall, a new reader goroutine takes over; runHere then
+// also runs what queues behind c, and reports true: this goroutine reads
+// no more.
+func (s *Server) runHere(ctx context.Context, c *wire.Call) bool {
+	const running, done, handedOff = 0, 1, 2
+	var state atomic.Int32
+	s.readers.Add(1)
+	t := time.AfterFunc(slowCall, func() {
+		if state.CompareAndSwap(running, handedOff) {
+			go func() { defer s.readers.Done(); s.read(ctx) }()
 		}
-		reply := s.run(ctx, c)
-		err := s.enc.Encode(reply)
-		if errors.Is(err, wire.ErrFrameTooLarge) {
-			err = s.enc.Encode(errorReply(c, "the host's reply to "+c.Name+" exceeds the frame cap"))
+	})
+	s.answer(ctx, c)
+	t.Stop()
+	if state.CompareAndSwap(running, done) {
+		s.readers.Done()
+		s.calls.mu.Lock()
+		s.calls.running = false // nothing queued: no one read meanwhile
+		s.calls.mu.Unlock()
+		return false
+	}
+	q := &s.calls
+	for {
+		q.mu.Lock()
+		c := q.next
+		q.next = nil
+		if c == nil {
+			q.running = false
 		}
-		gone = err != nil
+		q.cond.Broadcast()
+		q.mu.Unlock()
+		if c == nil {
+			return true
+		}
+		s.answer(ctx, c)
+	}
+}
+
+// answer runs c and writes its reply; once a reply cannot be written (the
+// program is gone), later calls are not run.
+func (s *Server) answer(ctx context.Context, c *wire.Call) {
+	s.calls.mu.Lock()
+	gone := s.calls.gone
+	s.calls.mu.Unlock()
+	if gone {
+		return
+	}
+	reply := s.run(ctx, c)
+	err := s.enc.Encode(reply)
+	if errors.Is(err, wire.ErrFrameTooLarge) {
+		err = s.enc.Encode(errorReply(c, "the host's reply to "+c.Name+" exceeds the frame cap"))
+	}
+	if err != nil {
+		s.calls.mu.Lock()
+		s.calls.gone = true
+		s.calls.mu.Unlock()
 	}
 }
 
