@@ -49,9 +49,22 @@ func makeRows(cfg Config) (rows []*row, full sandbox.Sandbox, notes []string, er
 	if err != nil {
 		return rows, nil, nil, err
 	}
+	// As the sandbox loads it: the compiled bootstrap from a file, not argv.
+	code, err := os.CreateTemp("", "psych-bench-bootstrap-")
+	if err != nil {
+		return rows, nil, nil, err
+	}
+	codePath := code.Name()
+	_, err = code.Write(launcher.Code())
+	if cerr := code.Close(); err == nil {
+		err = cerr
+	}
 	rows = append(rows, &row{name: "bootstrap", run: func(context.Context) (*sandbox.Isolation, error) {
-		return nil, bare(python, launcher)
-	}})
+		return nil, bare(python, launcher.FileArgs(codePath, 3))
+	}, close: func() { os.Remove(codePath) }})
+	if err != nil {
+		return rows, nil, nil, err
+	}
 	sb, err := subprocess.New(subprocess.Config{PythonBin: python, RequireIsolation: true, RequireNetworkDenial: true, AllowSameUID: os.Geteuid() != 0})
 	if err != nil {
 		return rows, nil, nil, err
@@ -103,13 +116,13 @@ func runner(sb sandbox.Sandbox, program string, set layers.Set) func(context.Con
 
 // bare runs the bootstrap with no sandbox at all: the interpreter as this
 // process's child, its wire a socketpair, the start frame and the result.
-func bare(python string, l *bootstrap.Launcher) error {
+func bare(python string, args []string) error {
 	host, child, err := socketpair()
 	if err != nil {
 		return err
 	}
 	defer host.Close()
-	cmd := exec.Command(python, l.Args(3)...)
+	cmd := exec.Command(python, args...)
 	cmd.ExtraFiles = []*os.File{child}
 	err = cmd.Start()
 	child.Close()
