@@ -27,7 +27,14 @@ import (
 func unlabelled(t *testing.T, s *Sandbox, name, python string) {
 	t.Helper()
 	e := s.eng.(*containerdEngine)
-	ctx := context.Background()
+	// Under a lease until the image holds the new blobs: a garbage
+	// collection that another test's removal sets off in between must not
+	// take the config before the manifest refers to it.
+	ctx, done, err := e.c.WithLease(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done(context.Background())
 	img, err := e.c.GetImage(ctx, testImage())
 	if err != nil {
 		t.Fatal(err)
