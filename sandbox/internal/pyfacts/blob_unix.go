@@ -34,25 +34,13 @@ func loadBlob(opts Options, name, key string, build func() ([]byte, error), chec
 	if !validBlobName(name) {
 		return nil, outcome{}, fmt.Errorf("%w: blob name %q", ErrInvalidOptions, name)
 	}
-	dir := opts.Dir
-	switch dir {
-	case NoCache:
+	dfd, o := openCache(opts.Dir)
+	if o.bypassed {
 		b, err := build()
-		return b, outcome{bypassed: true, reason: reasonOff}, err
-	case "":
-		if dir = defaultDir(); dir == "" {
-			b, err := build()
-			return b, outcome{bypassed: true, reason: reasonNoHome}, err
-		}
-	}
-	dfd, untrusted, err := openDir(dir)
-	if err != nil {
-		b, berr := build()
-		return b, outcome{bypassed: true, unusable: true, untrusted: untrusted, reason: err.Error()}, berr
+		return b, o, err
 	}
 	defer unix.Close(dfd)
 	entry := blobEntryName(name)
-	o := outcome{}
 	body, tail, err := readBody(dfd, entry)
 	if err == nil {
 		var p blobPayload

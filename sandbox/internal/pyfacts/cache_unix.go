@@ -119,20 +119,10 @@ func load(abs, dir string) (Facts, outcome, error) {
 	if err != nil {
 		return Facts{}, outcome{}, err
 	}
-	switch dir {
-	case NoCache:
+	dfd, o := openCache(dir)
+	if o.bypassed {
 		f, err := compute(abs)
-		return f, outcome{bypassed: true, reason: reasonOff}, err
-	case "":
-		if dir = defaultDir(); dir == "" {
-			f, err := compute(abs)
-			return f, outcome{bypassed: true, reason: reasonNoHome}, err
-		}
-	}
-	dfd, untrusted, err := openDir(dir)
-	if err != nil {
-		f, cerr := compute(abs)
-		return f, outcome{bypassed: true, unusable: true, untrusted: untrusted, reason: err.Error()}, cerr
+		return f, o, err
 	}
 	defer unix.Close(dfd)
 	name := entryName(abs)
@@ -140,7 +130,7 @@ func load(abs, dir string) (Facts, outcome, error) {
 	if err == nil {
 		return f, outcome{hit: true}, nil
 	}
-	o := outcome{untrusted: untrusted, reason: err.Error()}
+	o = outcome{untrusted: untrusted, reason: err.Error()}
 	if f, err = compute(abs); err != nil {
 		return Facts{}, o, err
 	}
@@ -195,6 +185,24 @@ func prune(dfd int, keep string) {
 			}
 		}
 	}
+}
+
+// openCache opens the cache directory dir names (Options.Dir), or says in
+// a bypassed outcome why there is none to use.
+func openCache(dir string) (int, outcome) {
+	switch dir {
+	case NoCache:
+		return -1, outcome{bypassed: true, reason: reasonOff}
+	case "":
+		if dir = defaultDir(); dir == "" {
+			return -1, outcome{bypassed: true, reason: reasonNoHome}
+		}
+	}
+	dfd, untrusted, err := openDir(dir)
+	if err != nil {
+		return -1, outcome{bypassed: true, unusable: true, untrusted: untrusted, reason: err.Error()}
+	}
+	return dfd, outcome{}
 }
 
 // openDir opens (creating it 0700 if missing) the cache directory and

@@ -127,12 +127,8 @@ type outcome struct {
 // bypassed, never an error; the error is for an interpreter that cannot be
 // found or asked, or whose answer fails the checks.
 func Load(python string, opts Options) (Facts, bool, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	if opts.Dir != "" && opts.Dir != NoCache && !filepath.IsAbs(opts.Dir) {
-		return Facts{}, false, fmt.Errorf("%w: cache directory %q is not absolute", ErrInvalidOptions, opts.Dir)
+	if err := opts.check(); err != nil {
+		return Facts{}, false, err
 	}
 	abs, err := filepath.Abs(python)
 	if err != nil {
@@ -142,18 +138,39 @@ func Load(python string, opts Options) (Facts, bool, error) {
 	if err != nil {
 		return Facts{}, false, err
 	}
+	o.report(opts.logger(), "interpreter facts", "python", abs)
+	return f, o.hit, nil
+}
+
+// check refuses a relative cache directory.
+func (opts Options) check() error {
+	if opts.Dir != "" && opts.Dir != NoCache && !filepath.IsAbs(opts.Dir) {
+		return fmt.Errorf("%w: cache directory %q is not absolute", ErrInvalidOptions, opts.Dir)
+	}
+	return nil
+}
+
+func (opts Options) logger() *slog.Logger {
+	if opts.Logger == nil {
+		return slog.Default()
+	}
+	return opts.Logger
+}
+
+// report logs how a load of what (attrs naming it) went: a bypassed or
+// refused cache and an entry not written at Warn, the rest at Debug.
+func (o outcome) report(log *slog.Logger, what string, attrs ...any) {
 	switch {
 	case o.hit:
-		log.Debug("psych: interpreter facts from the cache", "python", abs)
+		log.Debug("psych: "+what+" from the cache", attrs...)
 	case o.untrusted || o.unusable:
-		log.Warn("psych: interpreter cache not trusted or not usable; facts computed", "python", abs, "reason", o.reason)
+		log.Warn("psych: cache not trusted or not usable; "+what+" made afresh", append(attrs, "reason", o.reason)...)
 	default:
-		log.Debug("psych: interpreter facts computed", "python", abs, "reason", o.reason)
+		log.Debug("psych: "+what+" made afresh", append(attrs, "reason", o.reason)...)
 	}
 	if o.writeErr != nil {
-		log.Warn("psych: interpreter cache entry not written", "python", abs, "err", o.writeErr)
+		log.Warn("psych: cache entry for "+what+" not written", append(attrs, "err", o.writeErr)...)
 	}
-	return f, o.hit, nil
 }
 
 // LoadBlob returns the bytes cached under name (lower case, digits and
@@ -166,28 +183,14 @@ func Load(python string, opts Options) (Facts, bool, error) {
 // never an error; build's error is returned. The subprocess backend keeps
 // its compiled seccomp program here, keyed on the policy's fingerprint.
 func LoadBlob(opts Options, name, key string, build func() ([]byte, error), check func([]byte) error) ([]byte, bool, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	if opts.Dir != "" && opts.Dir != NoCache && !filepath.IsAbs(opts.Dir) {
-		return nil, false, fmt.Errorf("%w: cache directory %q is not absolute", ErrInvalidOptions, opts.Dir)
+	if err := opts.check(); err != nil {
+		return nil, false, err
 	}
 	b, o, err := loadBlob(opts, name, key, build, check)
 	if err != nil {
 		return nil, false, err
 	}
-	switch {
-	case o.hit:
-		log.Debug("psych: cached blob", "name", name)
-	case o.untrusted || o.unusable:
-		log.Warn("psych: blob cache not trusted or not usable; rebuilt", "name", name, "reason", o.reason)
-	default:
-		log.Debug("psych: blob built", "name", name, "reason", o.reason)
-	}
-	if o.writeErr != nil {
-		log.Warn("psych: blob cache entry not written", "name", name, "err", o.writeErr)
-	}
+	o.report(opts.logger(), "blob", "name", name)
 	return b, o.hit, nil
 }
 
