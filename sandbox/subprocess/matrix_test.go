@@ -7,7 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -44,21 +44,25 @@ func pyenvRoot() string {
 }
 
 // matrixPythons finds an interpreter for each minor version: pyenv's
-// newest of that minor, else the system's python3.M.
+// newest release of that minor (by number), else the system's python3.M.
 func matrixPythons(t *testing.T) map[string]string {
 	found := map[string]string{}
 	root := pyenvRoot()
 	dirs, _ := filepath.Glob(filepath.Join(root, "versions", "3.*"))
-	sort.Strings(dirs)
+	patch := map[string]int{} // the patch release found for each minor
 	for _, d := range dirs {
-		v := filepath.Base(d)
-		parts := strings.SplitN(v, ".", 3)
-		if len(parts) < 2 {
+		parts := strings.SplitN(filepath.Base(d), ".", 3)
+		if len(parts) < 3 {
 			continue
 		}
-		exe := filepath.Join(d, "bin", "python"+parts[0]+"."+parts[1])
-		if _, err := os.Stat(exe); err == nil {
-			found[parts[0]+"."+parts[1]] = exe
+		p, err := strconv.Atoi(parts[2])
+		minor := parts[0] + "." + parts[1]
+		exe := filepath.Join(d, "bin", "python"+minor)
+		if _, serr := os.Stat(exe); err != nil || serr != nil {
+			continue
+		}
+		if old, ok := patch[minor]; !ok || p > old { // the newest: 3.9.18 over 3.9.9
+			found[minor], patch[minor] = exe, p
 		}
 	}
 	for _, m := range matrixMinors {
