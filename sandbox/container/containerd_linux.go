@@ -62,21 +62,9 @@ func (e *containerdEngine) removeOrphans(ctx context.Context, bound time.Duratio
 	var still []string
 	for _, id := range e.orphans {
 		t := &containerdTask{e: e, id: id, exited: make(chan struct{})}
-		c, err := e.c.LoadContainer(ctx, id)
-		switch {
-		case errdefs.IsNotFound(err):
-		case err != nil:
+		if err := t.removeByID(ctx); err != nil {
 			still = append(still, id)
 			continue
-		default:
-			t.ctr = c
-			if tk, err := c.Task(ctx, nil); err == nil {
-				t.task = tk
-			}
-			if err := t.remove(ctx); err != nil {
-				still = append(still, id)
-				continue
-			}
 		}
 		if err := e.c.SnapshotService(snapshotter).Remove(ctx, id); err != nil && !errdefs.IsNotFound(err) {
 			still = append(still, id)
@@ -324,14 +312,20 @@ func (e *containerdEngine) start(caller context.Context, rs *runSpec) (_ task, r
 	return t, nil
 }
 
-// removeByID is remove for a start that failed or was cancelled: what the
-// client did not get back (a container or task an interrupted call made) is
-// looked up by the run's id first.
-func (t *containerdTask) removeByID(ctx context.Context) {
+// removeByID is remove for what the client may not hold (a start that
+// failed or was cancelled, a run whose task containerd lost): the container
+// and its task are looked up by the run's id first. No container is no
+// error; a lookup that fails is.
+func (t *containerdTask) removeByID(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 	defer cancel()
 	if t.ctr == nil {
-		if c, err := t.e.c.LoadContainer(ctx, t.id); err == nil {
+		c, err := t.e.c.LoadContainer(ctx, t.id)
+		switch {
+		case errdefs.IsNotFound(err):
+		case err != nil:
+			return err
+		default:
 			t.ctr = c
 		}
 	}
@@ -340,7 +334,7 @@ func (t *containerdTask) removeByID(ctx context.Context) {
 			t.task = tk
 		}
 	}
-	t.remove(ctx)
+	return t.remove(ctx)
 }
 
 // containerdTask is one container and its task.
