@@ -7,11 +7,13 @@
 // computed (internal/reexec documents the plan and the sync messages; this
 // file only decodes and executes them) and never returns to Go.
 //
-// Process tree: the host starts this binary (P) through Go's cheap vfork
-// path. P drops to the outer run ids, unshares the user namespace, waits for
-// the host to write its maps, unshares mount, net, ipc, uts, cgroup and pid,
-// then clones the init (C) with CLONE_PARENT, so that C is the host's child
-// and pid 1 of the new pid namespace. P reports C's pid and exits. C hands
+// Process tree: the host's fork server (this binary, started once with the
+// forkserver marker) clones P, or where there is none the host starts this
+// binary as P through Go's cheap vfork path. P drops to the outer run ids,
+// unshares the user namespace, waits for the host to write its maps,
+// unshares mount, net, ipc, uts, cgroup and pid, then clones the init (C)
+// with CLONE_PARENT, so that C is the host's child and pid 1 of the new pid
+// namespace. P reports C's pid and exits. C hands
 // the host a NETLINK_ROUTE socket from its network namespace, waits for the
 // go-ahead, builds the root, drops everything and forks the interpreter (I).
 // C stays as pid 1: it reaps, reports I's exit, and exits with it, which
@@ -794,6 +796,126 @@ __attribute__((noreturn)) static void run(void)
 	_exit(0);
 }
 
+// ---- forkserver: P without an exec ----
+
+// clone_args as linux/sched.h has it since 5.7 (not every libc header does).
+struct psych_clone_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size,
+		cgroup;
+};
+
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+
+// host_pid is the fork server's parent, the host.
+static pid_t host_pid;
+
+// start_p runs in the forked P: it moves the request's descriptors to the
+// numbers P expects (first above all of them, so that no move overwrites
+// one still to be moved), closes everything else, and runs the plan.
+__attribute__((noreturn)) static void start_p(int *fds, int nfds, int cgroup)
+{
+	// P is the host's child (CLONE_PARENT): it dies with it, and a host
+	// that died before this took effect ends it here.
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != host_pid)
+		_exit(PSYCH_EXIT_HOST_GONE);
+	int hi = PSYCH_FD_TREES + nfds + 1, tmp[PSYCH_FORK_MAX_FDS], n = 0;
+	for (int i = 0; i < nfds; i++) {
+		if (i == cgroup)
+			continue;
+		if ((tmp[n++] = fcntl(fds[i], F_DUPFD_CLOEXEC, hi)) < 0)
+			_exit(PSYCH_EXIT_SETUP);
+	}
+	for (int i = 0; i < n; i++)
+		if (dup2(tmp[i], i) < 0)
+			_exit(PSYCH_EXIT_SETUP);
+	syscall(SYS_close_range, n, ~0U, 0);
+	if (setsid() < 0)
+		_exit(PSYCH_EXIT_SETUP);
+	run();
+}
+
+// fork_p clones P for one request; it returns P's pid and pidfd, or
+// -errno.
+static int fork_p(int *fds, int nfds, uint32_t cgroup, int *pidfd)
+{
+	struct psych_clone_args ca;
+	memset(&ca, 0, sizeof ca);
+	ca.flags = CLONE_PARENT | CLONE_PIDFD;
+	ca.pidfd = (uint64_t)(uintptr_t)pidfd;
+	// With CLONE_PARENT the exit signal is the server's own: SIGCHLD.
+	if (cgroup != PSYCH_FORK_NO_CGROUP) {
+		ca.flags |= CLONE_INTO_CGROUP;
+		ca.cgroup = (uint64_t)fds[cgroup];
+	}
+	long pid = syscall(SYS_clone3, &ca, sizeof ca);
+	if (pid < 0)
+		return -errno;
+	if (pid == 0)
+		start_p(fds, nfds, cgroup == PSYCH_FORK_NO_CGROUP ? -1 : (int)cgroup);
+	return (int)pid;
+}
+
+__attribute__((noreturn)) static void run_forkserver(void)
+{
+	// Only the request socket stays; the host's death is EOF on it, and
+	// the death signal besides.
+	syscall(SYS_close_range, PSYCH_FD_SYNC + 1, ~0U, 0);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		_exit(PSYCH_EXIT_SETUP);
+	host_pid = getppid();
+	for (;;) {
+		struct psych_fork_req req;
+		char cbuf[CMSG_SPACE(sizeof(int) * PSYCH_FORK_MAX_FDS)];
+		struct iovec iov = {.iov_base = &req, .iov_len = sizeof req};
+		struct msghdr h = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+		ssize_t n = recvmsg(PSYCH_FD_SYNC, &h, MSG_CMSG_CLOEXEC);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			_exit(0);
+		int fds[PSYCH_FORK_MAX_FDS], nfds = 0;
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			int k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (int i = 0; i < k; i++) {
+				int fd;
+				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+				if (nfds < PSYCH_FORK_MAX_FDS)
+					fds[nfds++] = fd;
+				else
+					close(fd);
+			}
+		}
+		struct psych_fork_reply rep = {.pid = -EINVAL};
+		int pidfd = -1;
+		if (n == (ssize_t)sizeof req && req.magic == PSYCH_FORK_MAGIC && !(h.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) &&
+		    nfds >= PSYCH_FD_TREES && (req.cgroup == PSYCH_FORK_NO_CGROUP || req.cgroup == (uint32_t)nfds - 1))
+			rep.pid = fork_p(fds, nfds, req.cgroup, &pidfd);
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		struct iovec riov = {.iov_base = &rep, .iov_len = sizeof rep};
+		char rbuf[CMSG_SPACE(sizeof(int))];
+		struct msghdr r = {.msg_iov = &riov, .msg_iovlen = 1};
+		if (rep.pid > 0) {
+			memset(rbuf, 0, sizeof rbuf);
+			r.msg_control = rbuf;
+			r.msg_controllen = sizeof rbuf;
+			struct cmsghdr *c = CMSG_FIRSTHDR(&r);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(c), &pidfd, sizeof(int));
+		}
+		while (sendmsg(PSYCH_FD_SYNC, &r, MSG_NOSIGNAL) < 0 && errno == EINTR)
+			;
+		if (pidfd >= 0)
+			close(pidfd);
+	}
+}
+
 // ---- container: pid 1 of a container an engine started ----
 
 // dupto moves fd to exactly target, close-on-exec.
@@ -960,6 +1082,8 @@ __attribute__((constructor)) static void psych_nsexec(void)
 		run_container();
 	if (strcmp(m, PSYCH_MARKER_NETNS) == 0)
 		run_netns();
+	if (strcmp(m, PSYCH_MARKER_FORKSERVER) == 0)
+		run_forkserver();
 	// An unknown marker value: refuse rather than start the host program.
 	_exit(PSYCH_EXIT_SETUP);
 }

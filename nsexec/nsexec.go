@@ -13,12 +13,19 @@ const (
 	Marker     = C.PSYCH_MARKER
 	MarkerInit = C.PSYCH_MARKER_INIT
 
-	MarkerContainer = C.PSYCH_MARKER_CONTAINER
-	MarkerNetns     = C.PSYCH_MARKER_NETNS
-	EnvDir          = C.PSYCH_ENV_DIR
-	ContainerDir    = C.PSYCH_CONTAINER_DIR
-	ContainerSync   = C.PSYCH_CONTAINER_SYNC
-	ContainerPlan   = C.PSYCH_CONTAINER_PLAN
+	MarkerContainer  = C.PSYCH_MARKER_CONTAINER
+	MarkerNetns      = C.PSYCH_MARKER_NETNS
+	MarkerForkServer = C.PSYCH_MARKER_FORKSERVER
+
+	ForkMagic     = C.PSYCH_FORK_MAGIC
+	ForkMaxFDs    = C.PSYCH_FORK_MAX_FDS
+	ForkNoCgroup  = C.PSYCH_FORK_NO_CGROUP
+	ForkReqSize   = C.sizeof_struct_psych_fork_req
+	ForkRepSize   = C.sizeof_struct_psych_fork_reply
+	EnvDir        = C.PSYCH_ENV_DIR
+	ContainerDir  = C.PSYCH_CONTAINER_DIR
+	ContainerSync = C.PSYCH_CONTAINER_SYNC
+	ContainerPlan = C.PSYCH_CONTAINER_PLAN
 
 	FDSync  = C.PSYCH_FD_SYNC
 	FDWire  = C.PSYCH_FD_WIRE

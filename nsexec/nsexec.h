@@ -13,6 +13,16 @@
 //                init exits with the interpreter's status, a signal as
 //                128+n. PSYCH_DIR is PSYCH_ENV_DIR's value, or
 //                PSYCH_CONTAINER_DIR;
+//   "forkserver" serves forks of P without an exec: fd 3 is a SOCK_SEQPACKET
+//                socket on which each message is a struct psych_fork_req
+//                with P's descriptors (SCM_RIGHTS, in the order below, the
+//                cgroup directory last if the request names one); the
+//                server clones P with CLONE_PARENT (P is the host's child,
+//                as when the host starts it) and CLONE_PIDFD, into the
+//                cgroup (CLONE_INTO_CGROUP) if given, and answers with a
+//                struct psych_fork_reply and P's pidfd. P places the
+//                descriptors, starts a session of its own and runs the
+//                plan as "init" does. EOF on fd 3 ends the server;
 //   "netns"      opens a NETLINK_ROUTE socket in the network namespace of
 //                fd 4 (setns) and sends it over fd 3 in a READY message,
 //                then exits 0: the host's way into a namespace without
@@ -79,6 +89,7 @@
 #define PSYCH_MARKER_INIT "init"
 #define PSYCH_MARKER_CONTAINER "container"
 #define PSYCH_MARKER_NETNS "netns"
+#define PSYCH_MARKER_FORKSERVER "forkserver"
 #define PSYCH_ENV_DIR "_PSYCH_NSEXEC_DIR"
 #define PSYCH_CONTAINER_DIR "/.psych/run"
 #define PSYCH_CONTAINER_SYNC "sync.sock"
@@ -156,6 +167,24 @@
 #define PSYCH_EXIT_NO_USERNS 123
 
 #define PSYCH_SYNC_TEXT 200
+
+// The fork server's request and reply ("forkserver" above). A request
+// carries at least PSYCH_FD_TREES descriptors (0 to 5 as P sees them) and
+// at most PSYCH_FORK_MAX_FDS; cgroup is the index of a unified cgroup
+// directory among them, or PSYCH_FORK_NO_CGROUP. pid is P's pid, or
+// -errno with no descriptor.
+#define PSYCH_FORK_MAGIC 0x4b524f46u /* "FORK" */
+#define PSYCH_FORK_MAX_FDS 64
+#define PSYCH_FORK_NO_CGROUP 0xffffffffu
+
+struct psych_fork_req {
+	uint32_t magic;
+	uint32_t cgroup;
+};
+
+struct psych_fork_reply {
+	int32_t pid;
+};
 
 struct psych_sync {
 	uint32_t type;

@@ -166,26 +166,17 @@ func Start(o *Options) (_ *Process, retErr error) {
 	}
 	defer null.Close()
 	extra := append([]*os.File{childEnd, o.Wire, planFile}, trees...)
-	cmd := command(nsexec.MarkerInit, extra, o.CgroupFD)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, o.Stdout, o.Stderr
-	err = cmd.Start()
+	pid, waitP, killP, err := startP(null, o, extra)
 	childEnd.Close()
 	if err != nil {
 		return nil, fmt.Errorf("start init: %w", err)
 	}
-	p.PGID = cmd.Process.Pid
+	p.PGID = pid
 	// P exits on its own after reporting; reap it on every path.
 	pWaited := false
-	waitP := func() error {
-		if pWaited {
-			return nil
-		}
-		pWaited = true
-		return cmd.Wait()
-	}
 	defer func() {
 		if retErr != nil && !pWaited {
-			cmd.Process.Kill()
+			killP()
 			waitP()
 		}
 	}()
@@ -200,7 +191,7 @@ func Start(o *Options) (_ *Process, retErr error) {
 		return nil, err
 	}
 	if m.typ == nsexec.SyncUserns {
-		if err := writeMaps(cmd.Process.Pid, o.UIDMap, o.GIDMap); err != nil {
+		if err := writeMaps(pid, o.UIDMap, o.GIDMap); err != nil {
 			return nil, err
 		}
 		if err := p.send(nsexec.SyncMapped); err != nil {
@@ -219,6 +210,7 @@ func Start(o *Options) (_ *Process, retErr error) {
 	if p.pidfd, err = unix.PidfdOpen(p.InitPID, 0); err != nil {
 		return nil, os.NewSyscallError("pidfd_open init", err)
 	}
+	pWaited = true
 	if err := waitP(); err != nil {
 		return nil, fmt.Errorf("first process: %w", err)
 	}
@@ -244,6 +236,42 @@ func Start(o *Options) (_ *Process, retErr error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// startP starts P with stdin null, o's stdout and stderr and extra from fd
+// 3 on: cloned by the fork server, or where there is none forked and
+// exec'd here. It returns P's pid, which is also its session's, and how to
+// reap and kill it.
+func startP(null *os.File, o *Options, extra []*os.File) (pid int, wait func() error, kill func(), err error) {
+	if !forkServerOff.Load() {
+		// No stdout or stderr given: /dev/null, not a closed descriptor.
+		files := []*os.File{null, o.Stdout, o.Stderr}
+		for i, f := range files {
+			if f == nil {
+				files[i] = null
+			}
+		}
+		files = append(files, extra...)
+		for _, f := range files {
+			if f == nil {
+				return 0, nil, nil, fmt.Errorf("a nil descriptor for P: %w", ErrInvalidPlan)
+			}
+		}
+		pid, pidfd, err := server.spawn(files, o.CgroupFD)
+		if err == nil {
+			return pid, func() error { return waitPidfd(pidfd) },
+				func() { unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0) }, nil
+		}
+		if !errors.Is(err, errServerGone) {
+			return 0, nil, nil, err
+		}
+	}
+	cmd := command(nsexec.MarkerInit, extra, o.CgroupFD)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, o.Stdout, o.Stderr
+	if err := cmd.Start(); err != nil {
+		return 0, nil, nil, err
+	}
+	return cmd.Process.Pid, cmd.Wait, func() { cmd.Process.Kill() }, nil
 }
 
 // goAhead sends the go-ahead and waits for the interpreter's exec, then

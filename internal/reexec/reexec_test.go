@@ -371,3 +371,118 @@ func TestProbeForks(t *testing.T) {
 		t.Fatal("Probe(0, 0) succeeded; ids 0 must be refused")
 	}
 }
+
+// bothPaths runs f with P cloned by the fork server and started by exec.
+func bothPaths(t *testing.T, f func(t *testing.T)) {
+	t.Run("forkserver", func(t *testing.T) { f(t) })
+	t.Run("exec", func(t *testing.T) {
+		UseForkServer(false)
+		defer UseForkServer(true)
+		f(t)
+	})
+}
+
+// A run's output, ids and namespaces are the same whichever way P started.
+func TestForkServerAndExecAgree(t *testing.T) {
+	uid, gid := runIDs()
+	outs := map[string]string{}
+	bothPaths(t, func(t *testing.T) {
+		p := &Plan{
+			OuterUID: uid, OuterGID: gid, InnerUID: 1000, InnerGID: 1000,
+			Namespaces: unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET,
+			Exe:        "/usr/bin/python3",
+			Args: []string{"python3", "-I", "-S", "-c",
+				"import os; print(os.getuid(), os.getpid(), os.getsid(0) == os.getpgid(0), sorted(os.listdir('/proc/self/fd')))"},
+		}
+		out, ex, err := startPlan(t, p, true)
+		if err != nil || !ex.Reported || ex.Status.ExitStatus() != 0 {
+			t.Fatalf("%q %+v %v", out, ex, err)
+		}
+		outs[t.Name()] = out
+	})
+	if len(outs) != 2 || outs["TestForkServerAndExecAgree/forkserver"] != outs["TestForkServerAndExecAgree/exec"] {
+		t.Fatalf("the two paths differ: %q", outs)
+	}
+	// fd 4 is listdir's own.
+	if want := "1000 2 True ['0', '1', '2', '3', '4']\n"; outs["TestForkServerAndExecAgree/exec"] != want {
+		t.Fatalf("got %q, want %q", outs["TestForkServerAndExecAgree/exec"], want)
+	}
+}
+
+// A fork server that died (killed from outside) is started again by the
+// next Start, which still runs.
+func TestForkServerRestarts(t *testing.T) {
+	uid, gid := runIDs()
+	p := &Plan{OuterUID: uid, OuterGID: gid, InnerUID: uid, InnerGID: gid, Exe: "/bin/true", Args: []string{"true"}}
+	run := func() {
+		t.Helper()
+		if out, ex, err := startPlan(t, p, false); err != nil || !ex.Reported || ex.Status.ExitStatus() != 0 {
+			t.Fatalf("%q %+v %v", out, ex, err)
+		}
+	}
+	run()
+	first := ForkServerPID()
+	if first == 0 {
+		t.Fatal("no fork server after a Start")
+	}
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d/environ", first)); err != nil || processGone(first) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the killed fork server is still there")
+		}
+	}
+	run()
+	if second := ForkServerPID(); second == 0 || second == first {
+		t.Fatalf("fork server %d after %d was killed; want a new one", second, first)
+	}
+}
+
+// processGone is a pid that no longer runs (exited, or a zombie).
+func processGone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
+}
+
+// The server takes nothing but its socket from the host: no descriptor of
+// the host's (this test holds one open without close-on-exec).
+func TestForkServerHoldsOnlyItsSocket(t *testing.T) {
+	uid, gid := runIDs()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if _, err := unix.FcntlInt(w.Fd(), unix.F_SETFD, 0); err != nil {
+		t.Fatal(err)
+	}
+	p := &Plan{OuterUID: uid, OuterGID: gid, InnerUID: uid, InnerGID: gid, Exe: "/bin/true", Args: []string{"true"}}
+	if _, _, err := startPlan(t, p, false); err != nil {
+		t.Fatal(err)
+	}
+	pid := ForkServerPID()
+	if pid == 0 {
+		t.Fatal("no fork server")
+	}
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fds []string
+	for _, e := range ents {
+		fds = append(fds, e.Name())
+	}
+	if strings.Join(fds, ",") != "0,1,2,3" {
+		t.Fatalf("the fork server holds fds %v; want 0-3 only", fds)
+	}
+}

@@ -6,12 +6,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/psych-runtime/psych/cgroups"
+	"github.com/psych-runtime/psych/nsexec"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/test/contract"
 )
@@ -64,6 +67,45 @@ func startHost(t *testing.T, marker string) *exec.Cmd {
 	return cmd
 }
 
+// forkServersOf lists the fork servers whose parent is pid. A run's init,
+// cloned from one, shows the same environment but lives in a pid
+// namespace of its own.
+func forkServersOf(pid int) []int {
+	var out []int
+	hostNS, _ := os.Readlink("/proc/self/ns/pid")
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if !slices.Contains(strings.Split(string(env), "\x00"), nsexec.Marker+"="+nsexec.MarkerForkServer) {
+			continue
+		}
+		if ns, _ := os.Readlink(filepath.Join("/proc", e.Name(), "ns/pid")); ns != hostNS {
+			continue
+		}
+		if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
+			f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+			if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// alive is a pid that runs (not gone, not a zombie).
+func alive(pid int) bool {
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
 // ownedBy lists the entries of dir (run directories or run cgroups) named
 // after the host process pid.
 func ownedBy(dir string, pid int) []string {
@@ -101,6 +143,10 @@ func TestHostKilledMidRun(t *testing.T) {
 	if len(victimDirs) != 1 || len(victimCgroups) != nh || len(siblingDirs) != 1 || len(siblingCgroups) != nh {
 		t.Fatalf("expected one run dir and cgroup per host: %v %v %v %v", victimDirs, victimCgroups, siblingDirs, siblingCgroups)
 	}
+	servers := forkServersOf(victim.Process.Pid)
+	if len(servers) != 1 {
+		t.Fatalf("the helper host has fork servers %v; want one", servers)
+	}
 	victim.Process.Signal(syscall.SIGKILL)
 	victim.Wait()
 	// The init sees its sync socket close and exits, which takes the whole
@@ -111,6 +157,12 @@ func TestHostKilledMidRun(t *testing.T) {
 	}
 	if len(contract.ProcessesWith(dead)) > 0 {
 		t.Error("the dead host's setsid'd descendant outlived it")
+	}
+	for deadline := time.Now().Add(5 * time.Second); alive(servers[0]) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if alive(servers[0]) {
+		t.Errorf("the dead host's fork server %d outlived it", servers[0])
 	}
 	for _, p := range append(victimDirs, victimCgroups...) {
 		if _, err := os.Stat(p); err != nil {

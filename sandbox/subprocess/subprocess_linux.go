@@ -100,6 +100,8 @@ func New(cfg Config) (*Sandbox, error) {
 		err error
 	}
 	filter := make(chan compiled, 1)
+	// The fork server's start (an exec of this binary) overlaps New too.
+	reexec.WarmForkServer()
 	go func() {
 		f, err := confinedFilter(c.CacheDir, s.log)
 		filter <- compiled{f, err}
