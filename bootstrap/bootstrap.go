@@ -174,8 +174,20 @@ func withRlimits(args []string, rlimits []Rlimit) []string {
 // object, marshalled and base64-encoded, rides on argv behind a one-line -c
 // stub, so no execution pays for compiling Source again (about 2.5 ms each).
 type Launcher struct {
-	code string // base64 of marshal.dumps(compile(Source, "<psych-bootstrap>", "exec"))
-	raw  []byte // the marshal bytes themselves
+	raw []byte // marshal.dumps(compile(Source, "<psych-bootstrap>", "exec"))
+	// code is raw in base64, made when Args first needs it.
+	code     string
+	codeOnce sync.Once
+}
+
+// encoded is the code in base64, for argv.
+func (l *Launcher) encoded() string {
+	l.codeOnce.Do(func() {
+		if l.code == "" {
+			l.code = base64.StdEncoding.EncodeToString(l.raw)
+		}
+	})
+	return l.code
 }
 
 // launchStub loads the precompiled bootstrap from argv[1] and runs it with
@@ -234,6 +246,17 @@ func NewLauncher(code string) (*Launcher, error) {
 	return &Launcher{code: code, raw: raw}, nil
 }
 
+// NewLauncherCode is NewLauncher for the marshal bytes themselves (Code),
+// as a cache keeps them. It refuses code that is empty or would not fit
+// one argument in base64; like NewLauncher it cannot tell one
+// interpreter's marshal format from another's.
+func NewLauncherCode(raw []byte) (*Launcher, error) {
+	if n := base64.StdEncoding.EncodedLen(len(raw)); len(raw) == 0 || n > maxArg {
+		return nil, fmt.Errorf("load precompiled bootstrap: %w (%d bytes in base64)", errCodeSize, n)
+	}
+	return &Launcher{raw: raw}, nil
+}
+
 // fileStub loads the precompiled bootstrap from the file argv[1] names.
 const fileStub = "import marshal,sys;f=open(sys.argv.pop(1),'rb');c=f.read();f.close();exec(marshal.loads(c))"
 
@@ -260,10 +283,10 @@ var sourceHash = sync.OnceValue(func() string {
 
 // Args is Args for the precompiled bootstrap.
 func (l *Launcher) Args(fd int, rlimits ...Rlimit) []string {
-	return withRlimits([]string{"-I", "-B", "-c", launchStub, l.code, "--fd", strconv.Itoa(fd)}, rlimits)
+	return withRlimits([]string{"-I", "-B", "-c", launchStub, l.encoded(), "--fd", strconv.Itoa(fd)}, rlimits)
 }
 
 // SocketArgs is SocketArgs for the precompiled bootstrap.
 func (l *Launcher) SocketArgs(path string, rlimits ...Rlimit) []string {
-	return withRlimits([]string{"-I", "-B", "-c", launchStub, l.code, "--socket", path}, rlimits)
+	return withRlimits([]string{"-I", "-B", "-c", launchStub, l.encoded(), "--socket", path}, rlimits)
 }

@@ -25,3 +25,8 @@ func (p *Policy) Fingerprint() (string, error) {
 func (p *Policy) Restore(raw []byte, unresolved []string) (*Filter, error) {
 	return nil, fmt.Errorf("restore seccomp program: %w", ErrUnsupported)
 }
+
+// CompilerFingerprint fails with ErrUnsupported off Linux or without cgo.
+func CompilerFingerprint() (string, error) {
+	return "", fmt.Errorf("seccomp fingerprint: %w", ErrUnsupported)
+}

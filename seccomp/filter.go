@@ -3,6 +3,7 @@ package seccomp
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"slices"
 )
 
@@ -14,6 +15,21 @@ type Filter struct {
 	err        error // why the program would not load; nil after Compile
 	digest     string
 	unresolved []string
+}
+
+// Compiled takes back a program that Compile, in this very executable,
+// made (Bytes, and Unresolved as it was), as a store only this host can
+// write returns it. It checks what the kernel checks (whole instructions,
+// known opcodes, jumps inside the program, a return at the end), not the
+// rules: those Compile checked when it made the program. Where the bytes
+// may come from another build, Restore checks them against the policy.
+func Compiled(raw []byte, unresolved []string) (*Filter, error) {
+	f := newFilter(slices.Clone(raw))
+	if f.err != nil {
+		return nil, fmt.Errorf("take back seccomp program: %w", f.err)
+	}
+	f.unresolved = slices.Sorted(slices.Values(unresolved))
+	return f, nil
 }
 
 // newFilter wraps raw sock_filter bytes, checking them as the kernel would.

@@ -39,6 +39,19 @@ func (p *Policy) Fingerprint() (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
+// CompilerFingerprint names what Compile's output depends on besides the
+// policy: libseccomp's version and API level, the architecture and this
+// package's compiler. With the identity of the executable whose code
+// builds the policy, it keys a cache of compiled programs without building
+// or encoding the policy (Fingerprint's cost on every start).
+func CompilerFingerprint() (string, error) {
+	api, err := libseccomp.GetAPI()
+	if err != nil {
+		return "", fmt.Errorf("seccomp fingerprint: %w: %w", ErrUnsupported, err)
+	}
+	return fmt.Sprintf("psych-seccomp/%d libseccomp/%s api/%d %s", restoreFormat, libseccompVersion(), api, runtime.GOARCH), nil
+}
+
 // Restore takes back a program Compile made for this policy (Bytes, and
 // Unresolved as it was), as a cache returns it. It refuses a program the
 // kernel would not load or that fails the self-check Compile applies (the

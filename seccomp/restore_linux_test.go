@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -60,5 +61,47 @@ func TestRestore(t *testing.T) {
 	q.ConfineIDs(1000, 1000)
 	if fq, _ := q.Fingerprint(); fq == fp1 {
 		t.Fatal("a changed policy kept its fingerprint")
+	}
+}
+
+// TestCompiled: a compiled program taken back is the same filter; one the
+// kernel would refuse (cut short, a jump out of it) is refused; the
+// compiler's fingerprint names libseccomp's version.
+func TestCompiled(t *testing.T) {
+	f, err := Default().Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := Compiled(f.Bytes(), f.Unresolved())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Digest() != f.Digest() || !slices.Equal(g.Unresolved(), f.Unresolved()) {
+		t.Fatalf("taken back %s %v, compiled %s %v", g.Digest(), g.Unresolved(), f.Digest(), f.Unresolved())
+	}
+	raw := f.Bytes()
+	if _, err := Compiled(raw[:len(raw)-3], nil); !errors.Is(err, ErrInvalidProgram) {
+		t.Fatalf("a program cut mid-instruction: %v", err)
+	}
+	noret := slices.Clone(raw)
+	binary.NativeEndian.PutUint16(noret[len(noret)-8:], 0x20) // BPF_LD|BPF_W|BPF_ABS
+	if _, err := Compiled(noret, nil); !errors.Is(err, ErrInvalidProgram) {
+		t.Fatalf("a program that ends without a return: %v", err)
+	}
+	// The last conditional jump (BPF_JMP, not JA) sent 255 ahead leaves
+	// the program.
+	jump := slices.Clone(raw)
+	for i := len(jump) - 8; i >= 0; i -= 8 {
+		if code := binary.NativeEndian.Uint16(jump[i:]); code&0x07 == 0x05 && code != 0x05 {
+			jump[i+2] = 0xff
+			break
+		}
+	}
+	if _, err := Compiled(jump, nil); !errors.Is(err, ErrInvalidProgram) {
+		t.Fatalf("a jump past the end: %v", err)
+	}
+	cf, err := CompilerFingerprint()
+	if err != nil || !strings.Contains(cf, "libseccomp/"+libseccompVersion()) {
+		t.Fatalf("compiler fingerprint %q, %v", cf, err)
 	}
 }

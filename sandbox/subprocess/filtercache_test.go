@@ -4,6 +4,8 @@ package subprocess
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/pyfacts"
+	"github.com/psych-runtime/psych/seccomp"
 )
 
 // TestFilterCache: the compiled filter is kept in the cache directory and
@@ -43,6 +47,25 @@ func TestFilterCache(t *testing.T) {
 	if err != nil || f2.Digest() != f1.Digest() || inode() != ino {
 		t.Fatalf("second load: %v, digest %s (compiled %s), entry rewritten %v", err, f2.Digest(), f1.Digest(), inode() != ino)
 	}
+	// An entry another executable wrote (another key, another program) is
+	// not taken: it is rebuilt.
+	other, err := seccomp.DefaultFilter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := func() ([]byte, error) {
+		return json.Marshal(cachedFilter{BPF: other.Bytes(), Unresolved: other.Unresolved()})
+	}
+	if _, _, err := pyfacts.LoadBlob(pyfacts.Options{Dir: dir}, "seccomp-confined", "exe of another build", foreign, func([]byte) error { return errors.New("never a hit") }); err != nil {
+		t.Fatal(err)
+	}
+	foreignIno := inode()
+	forget()
+	f3, err := confinedFilter(dir, slog.Default())
+	if err != nil || f3.Digest() != f1.Digest() || inode() == foreignIno {
+		t.Fatalf("after another build's entry: %v, digest %s (compiled %s), rebuilt %v", err, f3.Digest(), f1.Digest(), inode() != foreignIno)
+	}
+	ino = inode()
 	entry := filepath.Join(dir, "blob-seccomp-confined.json")
 	data, err := os.ReadFile(entry)
 	if err != nil {

@@ -100,8 +100,18 @@ func New(cfg Config) (*Sandbox, error) {
 		err error
 	}
 	filter := make(chan compiled, 1)
-	// The fork server's start (an exec of this binary) overlaps New too.
-	reexec.WarmForkServer()
+	// The probe is a cgo call, which holds its P while it runs: it starts
+	// first, so that the work on the critical path (the interpreter's
+	// facts, below) is not queued behind it.
+	type probed struct {
+		ok  bool
+		err error
+	}
+	probec := make(chan probed, 1)
+	go func() {
+		ok, err := reexec.Probe(c.RunAs.UID, c.RunAs.GID)
+		probec <- probed{ok, err}
+	}()
 	go func() {
 		f, err := confinedFilter(c.CacheDir, s.log)
 		filter <- compiled{f, err}
@@ -117,6 +127,40 @@ func New(cfg Config) (*Sandbox, error) {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
 	s.python = python
+	type managed struct {
+		cg  *cgroups.Manager
+		err error
+	}
+	cgc := make(chan managed, 1)
+	go func() {
+		host.RemoveStale(c.TmpBase)
+		cgcfg := c.Cgroups
+		if cgcfg.Logger == nil {
+			cgcfg.Logger = s.log
+		}
+		cg, err := cgroups.NewManager(cgcfg)
+		cgc <- managed{cg, err}
+	}()
+	// The interpreter's facts (for the view and the bootstrap: one
+	// interpreter start, or none on a cache hit) are the longest part: they
+	// are learnt here while the probe, the filter and the cgroup manager
+	// run beside, and dropped if the fallback needs none.
+	type learned struct {
+		view     *view
+		launcher *bootstrap.Launcher
+		err      error
+	}
+	var l learned
+	{
+		facts, err := learnPython(python, c.CacheDir, s.log)
+		if err == nil {
+			l.view, err = resolveView(python, facts.Prefixes)
+		}
+		if err == nil {
+			l.launcher, err = bootstrap.NewLauncherCode(facts.Code)
+		}
+		l.err = err
+	}
 	if n := c.RunAs.size(); n > 1 {
 		s.ids = &host.IDRange{First: c.RunAs.UID, Count: n, Span: 1}
 		if err := s.ids.Check(); err != nil {
@@ -135,47 +179,11 @@ func New(cfg Config) (*Sandbox, error) {
 	if c.TmpInodes == 0 {
 		c.TmpInodes = DefaultTmpInodes
 	}
-	// The interpreter's facts (for the view and the bootstrap: one
-	// interpreter start, or none on a cache hit) and the cgroup manager do
-	// not depend on the probe: they overlap it, and the facts are dropped if
-	// the fallback needs none.
-	type learned struct {
-		view     *view
-		launcher *bootstrap.Launcher
-		err      error
-	}
-	learnc := make(chan learned, 1)
-	go func() {
-		var l learned
-		facts, err := learnPython(python, c.CacheDir, s.log)
-		if err == nil {
-			l.view, err = resolveView(python, facts.Prefixes)
-		}
-		if err == nil {
-			l.launcher, err = bootstrap.NewLauncher(facts.Bootstrap)
-		}
-		l.err = err
-		learnc <- l
-	}()
-	type managed struct {
-		cg  *cgroups.Manager
-		err error
-	}
-	cgc := make(chan managed, 1)
-	go func() {
-		host.RemoveStale(c.TmpBase)
-		cgcfg := c.Cgroups
-		if cgcfg.Logger == nil {
-			cgcfg.Logger = s.log
-		}
-		cg, err := cgroups.NewManager(cgcfg)
-		cgc <- managed{cg, err}
-	}()
 	probeErr := error(nil)
-	if s.userns, err = reexec.Probe(c.RunAs.UID, c.RunAs.GID); err != nil {
+	pr, m, f := <-probec, <-cgc, <-filter
+	if s.userns, err = pr.ok, pr.err; err != nil {
 		probeErr = fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	l, m, f := <-learnc, <-cgc, <-filter
 	if probeErr != nil {
 		return nil, probeErr
 	}
@@ -225,6 +233,9 @@ func New(cfg Config) (*Sandbox, error) {
 			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 		}
 	}
+	// The fork server starts (an exec of this binary) off the first run's
+	// path, once New's own work is done.
+	reexec.WarmForkServer()
 	if s.cg, err = m.cg, m.err; err != nil {
 		if errors.Is(err, cgroups.ErrInvalid) {
 			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
@@ -256,23 +267,45 @@ func (s *Sandbox) acquire(ctx context.Context) (uid, gid uint32, release func(),
 // confinedFilter is psych's filter with the id-changing calls confined to
 // the sandbox's own ids inside a user namespace (any other id is EPERM, not
 // the kernel's EINVAL for an unmapped id). It is compiled once per process,
-// and kept in the interpreter cache's directory (pyfacts.LoadBlob) keyed on
-// the policy's fingerprint, so that a new process reads it back (Restore's
-// checks) instead of paying libseccomp's 2-3 ms again.
+// and kept in the interpreter cache's directory (pyfacts.LoadBlob), so that
+// a new process reads it back instead of paying libseccomp's 2-3 ms again.
+// The entry is keyed on this executable's identity and the compiler's
+// (pyfacts.SelfID, seccomp.CompilerFingerprint): the policy is this code's,
+// so a hit is taken back as this executable compiled and checked it
+// (seccomp.Compiled), without building the policy again. Where the
+// executable cannot be identified, the key is the policy's fingerprint and
+// a hit is checked against the policy (Policy.Restore).
 func confinedFilter(cacheDir string, log *slog.Logger) (*seccomp.Filter, error) {
 	confined.Lock()
 	defer confined.Unlock()
 	if confined.f != nil {
 		return confined.f, nil
 	}
-	p := seccomp.Default()
-	p.ConfineIDs(host.SandboxUID, host.SandboxGID)
-	fp, err := p.Fingerprint()
+	policy := func() *seccomp.Policy {
+		p := seccomp.Default()
+		p.ConfineIDs(host.SandboxUID, host.SandboxGID)
+		return p
+	}
+	var key string
+	var p *seccomp.Policy
+	self, err := pyfacts.SelfID()
+	if err == nil {
+		var cf string
+		if cf, err = seccomp.CompilerFingerprint(); err == nil {
+			key = fmt.Sprintf("%s; %s; confined %d:%d", self, cf, host.SandboxUID, host.SandboxGID)
+		}
+	}
 	if err != nil {
-		return nil, err
+		p = policy()
+		if key, err = p.Fingerprint(); err != nil {
+			return nil, err
+		}
 	}
 	var f *seccomp.Filter
 	build := func() ([]byte, error) {
+		if p == nil {
+			p = policy()
+		}
 		var err error
 		if f, err = p.Compile(); err != nil {
 			return nil, err
@@ -286,13 +319,19 @@ func confinedFilter(cacheDir string, log *slog.Logger) (*seccomp.Filter, error) 
 		if err := dec.Decode(&c); err != nil {
 			return err
 		}
-		g, err := p.Restore(c.BPF, c.Unresolved)
+		var g *seccomp.Filter
+		var err error
+		if p == nil {
+			g, err = seccomp.Compiled(c.BPF, c.Unresolved)
+		} else {
+			g, err = p.Restore(c.BPF, c.Unresolved)
+		}
 		if err == nil {
 			f = g
 		}
 		return err
 	}
-	if _, _, err := pyfacts.LoadBlob(pyfacts.Options{Dir: cacheDir, Logger: log}, "seccomp-confined", fp, build, check); err != nil {
+	if _, _, err := pyfacts.LoadBlob(pyfacts.Options{Dir: cacheDir, Logger: log}, "seccomp-confined", key, build, check); err != nil {
 		return nil, err
 	}
 	confined.f = f

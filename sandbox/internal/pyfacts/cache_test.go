@@ -107,9 +107,12 @@ func checkFacts(t *testing.T, f Facts) {
 	if !reflect.DeepEqual(f.Prefixes, want.prefixes) || f.Version != want.version {
 		t.Fatalf("facts %q %q, want %q %q", f.Prefixes, f.Version, want.prefixes, want.version)
 	}
+	if f.Bootstrap != "" {
+		t.Fatal("facts with the bootstrap in base64 too; Code holds it")
+	}
 	cmd := exec.Command(py, "-I", "-S", "-c",
-		"import marshal,binascii,sys;c=marshal.loads(binascii.a2b_base64(sys.stdin.read()));print(type(c).__name__,c.co_filename)")
-	cmd.Stdin = strings.NewReader(f.Bootstrap)
+		"import marshal,sys;c=marshal.loads(sys.stdin.buffer.read());print(type(c).__name__,c.co_filename)")
+	cmd.Stdin = bytes.NewReader(f.Code)
 	out, err := cmd.Output()
 	if err != nil || string(out) != "code <psych-bootstrap>\n" {
 		t.Fatalf("the bootstrap does not load as its code object: %v %q", err, out)

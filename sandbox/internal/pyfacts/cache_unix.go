@@ -69,6 +69,19 @@ func idOf(st *unix.Stat_t) fileID {
 	}
 }
 
+// SelfID is the identity of the file this process executes (device,
+// inode, size, mode, mtime, ctime): rebuilt, replaced or rewritten, it
+// changes. What this executable's own code computes, and only that, may be
+// cached under it (LoadBlob).
+func SelfID() (string, error) {
+	var st unix.Stat_t
+	if err := retry(func() error { return unix.Stat("/proc/self/exe", &st) }); err != nil {
+		return "", fmt.Errorf("identify this executable: %w", os.NewSyscallError("stat /proc/self/exe", err))
+	}
+	id := idOf(&st)
+	return fmt.Sprintf("exe %d %d %d %o %d %d", id.Dev, id.Ino, id.Size, id.Mode, id.MtimeNS, id.CtimeNS), nil
+}
+
 // identify builds the key of the interpreter at abs.
 func identify(abs string) (key, error) {
 	real, err := filepath.EvalSymlinks(abs)
@@ -299,7 +312,7 @@ func readPayload(dfd int, name string) (payload, error) {
 	if p.Facts.Bootstrap != "" {
 		return payload{}, fmt.Errorf("entry %s carries its bootstrap in the payload", name)
 	}
-	p.Facts.Bootstrap = base64.StdEncoding.EncodeToString(code)
+	p.Facts.Code = code
 	return p, nil
 }
 
@@ -399,9 +412,12 @@ func envelopeSum(body, tail []byte) [32]byte {
 // file beside it, fsync, rename over it, fsync of the directory. A symlink
 // or foreign file in its place is replaced, never followed.
 func writeEntry(dfd int, name string, k key, f Facts) error {
-	code, err := base64.StdEncoding.Strict().DecodeString(f.Bootstrap)
-	if err != nil {
-		return fmt.Errorf("encode entry: %w", err)
+	code := f.Code
+	if code == nil {
+		var err error
+		if code, err = base64.StdEncoding.Strict().DecodeString(f.Bootstrap); err != nil {
+			return fmt.Errorf("encode entry: %w", err)
+		}
 	}
 	f.Bootstrap = ""
 	body, err := json.Marshal(payload{Key: k, Facts: f})

@@ -76,9 +76,13 @@ type Facts struct {
 	Prefixes []string `json:"prefixes"`
 	// Version is the interpreter's version, "3.11.2".
 	Version string `json:"version"`
-	// Bootstrap is bootstrap.Source compiled by this interpreter: base64 of
-	// its marshal, what bootstrap.NewLauncher takes.
+	// Bootstrap is how the interpreter prints the compiled bootstrap
+	// (base64); Load returns it empty, and Code set.
 	Bootstrap string `json:"bootstrap"`
+	// Code is bootstrap.Source compiled by this interpreter: its marshal
+	// bytes, what bootstrap.NewLauncherCode takes. It is not part of the
+	// facts' JSON: a cache entry keeps it as raw bytes after them.
+	Code []byte `json:"-"`
 }
 
 // NoCache as Options.Dir turns the cache off: every Load starts the
@@ -238,6 +242,7 @@ func compute(python string) (Facts, error) {
 	if err := f.check(); err != nil {
 		return Facts{}, fmt.Errorf("read %s's facts: %w", python, err)
 	}
+	f.Bootstrap = "" // in Code now
 	return f, nil
 }
 
@@ -257,6 +262,7 @@ func validVersion(v string) bool {
 
 // check is what facts must satisfy to be used or cached, wherever they
 // came from.
+// check also sets Code from Bootstrap where only the latter is there.
 func (f *Facts) check() error {
 	if len(f.Prefixes) != 4 {
 		return fmt.Errorf("%w: %d prefixes, want 4", ErrBadFacts, len(f.Prefixes))
@@ -274,7 +280,13 @@ func (f *Facts) check() error {
 	if major < 3 || major == 3 && minor < 8 {
 		return fmt.Errorf("%w: Python %s (the bootstrap needs Python %s or later)", ErrUnsupportedPython, f.Version, MinPython)
 	}
-	if _, err := bootstrap.NewLauncher(f.Bootstrap); err != nil {
+	if f.Code == nil {
+		l, err := bootstrap.NewLauncher(f.Bootstrap)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrBadFacts, err)
+		}
+		f.Code = l.Code()
+	} else if _, err := bootstrap.NewLauncherCode(f.Code); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadFacts, err)
 	}
 	return nil
