@@ -5,10 +5,13 @@
 package main
 
 import (
+	"context"
+	"flag"
 	"io"
 	"os"
 
 	"github.com/psych-runtime/psych/internal/cli"
+	"github.com/psych-runtime/psych/internal/cli/runtimecmd"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/container"
 	"github.com/psych-runtime/psych/store/sqlite"
@@ -26,14 +29,23 @@ func main() {
 }
 
 func engines() *cli.Engines {
-	return &cli.Engines{
+	open := func(path string) (runtimecmd.Store, error) { return sqlite.Open(path) }
+	eng := &cli.Engines{
 		Container: newContainer,
-		OpenStore: func(path string) (cli.Store, error) { return sqlite.Open(path) },
-		Commands: map[string]func([]string, io.Writer, io.Writer) int{
-			"doctor": doctorCmd,
-			"bench":  benchCmd,
+		Execute: func(ctx context.Context, sb sandbox.Sandbox, req sandbox.Request, o cli.ExecOptions) (*sandbox.Result, error) {
+			return runtimecmd.Execute(ctx, sb, req, o, open)
 		},
 	}
+	eng.Commands = map[string]func([]string, io.Writer, io.Writer) int{
+		"doctor": doctorCmd,
+		"bench":  benchCmd,
+		"runs": func(args []string, stdout, stderr io.Writer) int {
+			return runtimecmd.Runs(args, stdout, stderr, open, func(fs *flag.FlagSet) func() (sandbox.Sandbox, func(), error) {
+				return cli.SandboxFlags(fs, eng)
+			})
+		},
+	}
+	return eng
 }
 
 func newContainer(o cli.ContainerOptions) (sandbox.Sandbox, func(), error) {

@@ -222,8 +222,8 @@ func TestContainerBackend(t *testing.T) {
 	}
 }
 
-// TestHandOver: psych hands doctor, bench, runs, --store and --backend
-// container to psych-full beside it; alone (not beside it, not on PATH) it says where
+// TestHandOver: psych hands doctor, bench, runs, --store, --demo-tools and
+// --backend container to psych-full beside it; alone (not beside it, not on PATH) it says where
 // they are and exits 2, having read nothing of stdin.
 func TestHandOver(t *testing.T) {
 	out, errOut, code := cli(t, "", "doctor", "--json", "--python", testPython())
@@ -246,6 +246,7 @@ func TestHandOver(t *testing.T) {
 		{"runs", "replay", "--backend=container", "--store", "x.db", "ID"},
 		{"runs", "list", "--store", "x.db"},
 		{"run", "--store", "x.db", "-"},
+		{"run", "--demo-tools", "-"},
 	} {
 		cmd := exec.Command(alone, args...)
 		cmd.Env = []string{"PATH=/nonexistent"}

@@ -9,18 +9,21 @@
 // cmd/psych links the subprocess backend only, so that `psych run` starts
 // in what a small Go program costs. The container backend links the
 // containerd client (gRPC, protobuf, OpenTelemetry: about 4 ms of package
-// initialisation on every start) and the store links SQLite (about 0.5 ms),
-// so both live in a second build, cmd/psych-full, with the commands that use
-// them: runs, doctor and bench. psych hands those commands, `--backend
-// container` and `--store` to psych-full by exec, with the same arguments,
-// looking beside its own executable and then on PATH; without it they fail
-// with a usage error that says how to build it, having read nothing. Both
-// builds accept every command.
+// initialisation on every start), the store links SQLite (about 0.5 ms)
+// and a psych.Runtime its policy, egress and schema code (about 0.5 ms),
+// so they live in a second build, cmd/psych-full, with the commands that
+// use them: runs, doctor and bench. psych hands those commands, `--backend
+// container`, `--demo-tools` and `--store` to psych-full by exec, with the
+// same arguments, looking beside its own executable and then on PATH;
+// without it they fail with a usage error that says how to build it,
+// having read nothing. Both builds accept every command.
 //
-// Every run goes through a psych.Runtime: its bindings are the Runtime's
-// tools (the demo tools with --demo-tools), called through its Policy
-// (destructive tools ask; --approve answers, default no) and recorded into
-// --store when given.
+// A run with bindings or a store goes through a psych.Runtime
+// (internal/cli/runtimecmd): its bindings are the Runtime's tools (the demo
+// tools with --demo-tools), called through its Policy (destructive tools
+// ask; --approve answers, default no) and recorded into --store. A run with
+// neither has nothing for a Runtime to do: it goes to the backend as it
+// is, with the same result.
 //
 // Exit codes: 0 when a result was produced, whatever the program did; 2 for
 // usage and configuration errors; 3 when the run was refused (a Require…
@@ -43,7 +46,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/psych-runtime/psych"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/subprocess"
 )
@@ -75,18 +77,22 @@ type ContainerOptions struct {
 	MaxOutputBytes                 int
 }
 
-// Engines is what psych-full adds: the container backend, the SQLite
-// store, and commands of its own (doctor, bench) by name.
+// Engines is what psych-full adds: the container backend, runs through a
+// psych.Runtime (Execute), and commands of its own (runs, doctor, bench)
+// by name.
 type Engines struct {
 	Container func(ContainerOptions) (sandbox.Sandbox, func(), error)
-	OpenStore func(path string) (Store, error)
-	Commands  map[string]func(args []string, stdout, stderr io.Writer) int
+	// Execute runs req on sb through a psych.Runtime with o's tools,
+	// approval and store (runtimecmd.Execute).
+	Execute  func(ctx context.Context, sb sandbox.Sandbox, req sandbox.Request, o ExecOptions) (*sandbox.Result, error)
+	Commands map[string]func(args []string, stdout, stderr io.Writer) int
 }
 
-// Store is a psych.Store that is closed when the command is done.
-type Store interface {
-	psych.Store
-	Close() error
+// ExecOptions are the run flags that need a psych.Runtime.
+type ExecOptions struct {
+	DemoTools bool
+	Approve   string // yes, no or ask
+	Store     string // the SQLite file to record into; empty: none
 }
 
 // cli is one invocation: its whole argument list, kept for a hand-over.
@@ -156,12 +162,7 @@ func (c *cli) run(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	switch args[0] {
 	case "run":
 		return c.runCmd(args[1:], stdin, stdout, stderr)
-	case "runs":
-		if c.eng == nil {
-			return c.handOver(stderr, "psych runs")
-		}
-		return c.runsCmd(args[1:], stdout, stderr)
-	case "doctor", "bench":
+	case "runs", "doctor", "bench":
 		if c.eng == nil {
 			return c.handOver(stderr, "psych "+args[0])
 		}
@@ -176,15 +177,22 @@ func (c *cli) run(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 
 // runFlags are the flags of `psych run`.
 type runFlags struct {
-	json, network, demoTools                       bool
+	sandboxFlags
+	json, network, demoTools       bool
+	approve, store                 string
+	cpu, wall                      float64
+	processes, openFiles           int
+	addressSpace, fileSize, memory byteSize
+	stack                          byteSize
+}
+
+// sandboxFlags choose and configure the backend (run, runs replay).
+type sandboxFlags struct {
 	requireDenial, requireIsolation, requireCgroup bool
-	python, approve, store                         string
+	python                                         string
 	backend, engine, image, containerPython        string
 	env                                            stringList
-	cpu, wall                                      float64
-	processes, openFiles                           int
-	addressSpace, fileSize, memory, maxOutput      byteSize
-	stack                                          byteSize
+	maxOutput                                      byteSize
 }
 
 func (c *cli) runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -202,7 +210,7 @@ func (c *cli) runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	fs.Float64Var(&f.wall, "wall-seconds", 0, "wall-clock limit in seconds (default 30)")
 	fs.BoolVar(&f.network, "network", false, "grant the program the host's network (it then shares the host's network namespace)")
 	fs.BoolVar(&f.demoTools, "demo-tools", false, "offer the demo tools echo(**kw), sleep(seconds), fail(message) and the destructive remove_file(path), which acts in a demo directory of its own")
-	addSandboxFlags(fs, &f)
+	f.sandboxFlags.register(fs)
 	fs.StringVar(&f.approve, "approve", "no", "answer to a destructive tool's approval: yes, no, or ask (on the terminal)")
 	fs.StringVar(&f.store, "store", "", "record the run and its tool calls into this SQLite file")
 	if err := fs.Parse(args); err != nil {
@@ -221,6 +229,9 @@ func (c *cli) runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	if f.store != "" && c.eng == nil {
 		return c.handOver(stderr, "--store")
 	}
+	if f.demoTools && c.eng == nil {
+		return c.handOver(stderr, "--demo-tools")
+	}
 	code, err := readProgram(fs.Arg(0), stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "psych run: %v\n", err)
@@ -230,41 +241,17 @@ func (c *cli) runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 		fmt.Fprint(stderr, "psych run: limits must not be negative\n")
 		return exitUsage
 	}
-	approver, closeApprover, err := newApprover(f.approve)
-	if err != nil {
-		fmt.Fprintf(stderr, "psych run: %v\n", err)
+	switch f.approve {
+	case "yes", "no", "ask":
+	default:
+		fmt.Fprintf(stderr, "psych run: --approve %q: want yes, no or ask\n", f.approve)
 		return exitUsage
 	}
-	defer closeApprover()
-	sb, closeSandbox, err := c.newSandbox(&f)
+	sb, closeSandbox, err := newSandbox(&f.sandboxFlags, c.eng)
 	if err != nil {
 		return report(stderr, err)
 	}
 	defer closeSandbox()
-	cfg := psych.Config{Sandbox: sb, Approver: approver}
-	if f.demoTools {
-		dir, err := newDemoDir()
-		if err != nil {
-			return report(stderr, err)
-		}
-		defer os.RemoveAll(dir)
-		if cfg.Registry, err = demoRegistry(dir); err != nil {
-			return report(stderr, err)
-		}
-	}
-	if f.store != "" {
-		st, err := c.eng.OpenStore(f.store)
-		if err != nil {
-			fmt.Fprintf(stderr, "psych run: %v\n", err)
-			return exitUsage
-		}
-		defer st.Close()
-		cfg.Store = st
-	}
-	rt, err := psych.New(cfg)
-	if err != nil {
-		return report(stderr, err)
-	}
 	req := sandbox.Request{
 		Code:    code,
 		Network: f.network,
@@ -281,7 +268,12 @@ func (c *cli) runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := rt.Execute(ctx, req)
+	var res *sandbox.Result
+	if f.demoTools || f.store != "" {
+		res, err = c.eng.Execute(ctx, sb, req, ExecOptions{DemoTools: f.demoTools, Approve: f.approve, Store: f.store})
+	} else {
+		res, err = sb.Run(ctx, req)
+	}
 	if err != nil && res == nil {
 		return report(stderr, err)
 	}
@@ -303,9 +295,17 @@ func (c *cli) runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	return status
 }
 
-// addSandboxFlags registers the flags that choose and configure the
-// backend, shared by run and runs replay.
-func addSandboxFlags(fs *flag.FlagSet, f *runFlags) {
+// SandboxFlags registers on fs the flags that choose and configure the
+// backend (those of psych run), and returns what makes the Sandbox they
+// ask for once fs is parsed, with its close.
+func SandboxFlags(fs *flag.FlagSet, eng *Engines) func() (sandbox.Sandbox, func(), error) {
+	var f sandboxFlags
+	f.register(fs)
+	return func() (sandbox.Sandbox, func(), error) { return newSandbox(&f, eng) }
+}
+
+// register registers the flags that choose and configure the backend.
+func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.maxOutput, "max-output", "cap on stdout and on stderr, each (default 1MiB)")
 	fs.Var(&f.env, "env", "pass this variable from psych's own environment (repeatable)")
 	fs.StringVar(&f.python, "python", "", "interpreter (default: python3 on PATH, resolved to sys.executable)")
@@ -319,7 +319,7 @@ func addSandboxFlags(fs *flag.FlagSet, f *runFlags) {
 }
 
 // newSandbox makes the backend the flags ask for.
-func (c *cli) newSandbox(f *runFlags) (sandbox.Sandbox, func(), error) {
+func newSandbox(f *sandboxFlags, eng *Engines) (sandbox.Sandbox, func(), error) {
 	switch f.backend {
 	case "subprocess":
 		if f.engine != "" || f.image != "" || f.containerPython != "" {
@@ -341,10 +341,10 @@ func (c *cli) newSandbox(f *runFlags) (sandbox.Sandbox, func(), error) {
 		if f.python != "" {
 			return nil, nil, fmt.Errorf("--python is for --backend subprocess (use --container-python): %w", sandbox.ErrInvalidConfig)
 		}
-		if c.eng == nil || c.eng.Container == nil {
+		if eng == nil || eng.Container == nil {
 			return nil, nil, fmt.Errorf("--backend container: this build has no container backend (it is in %s): %w", FullBinary, sandbox.ErrInvalidConfig)
 		}
-		return c.eng.Container(ContainerOptions{
+		return eng.Container(ContainerOptions{
 			Engine:               f.engine,
 			Image:                f.image,
 			ContainerPython:      f.containerPython,
@@ -356,9 +356,10 @@ func (c *cli) newSandbox(f *runFlags) (sandbox.Sandbox, func(), error) {
 	return nil, nil, fmt.Errorf("--backend %q: want subprocess or container: %w", f.backend, sandbox.ErrInvalidConfig)
 }
 
-// report prints a Go error from the sandbox and picks the exit code.
-func report(stderr io.Writer, err error) int {
-	fmt.Fprintf(stderr, "psych run: %v\n", err)
+// Report prints a Go error of command cmd ("psych run") and picks the exit
+// code.
+func Report(stderr io.Writer, cmd string, err error) int {
+	fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 	switch {
 	case errors.Is(err, sandbox.ErrRefused):
 		return exitRefused
@@ -369,6 +370,8 @@ func report(stderr io.Writer, err error) int {
 	}
 	return exitHostFault
 }
+
+func report(stderr io.Writer, err error) int { return Report(stderr, "psych run", err) }
 
 // maxProgram bounds what psych run reads; the frame cap (16 MiB) bounds
 // what it can run.
@@ -443,6 +446,18 @@ func printHuman(res *sandbox.Result, stdout, stderr io.Writer) {
 		}
 	}
 	fmt.Fprintf(stderr, "psych: %s in %.3fs; %s\n", summary, res.Duration.Seconds(), strings.Join(notes, ", "))
+}
+
+// EncodeJSON writes v as one JSON object (HTML left unescaped) and returns
+// the exit code.
+func EncodeJSON(stdout, stderr io.Writer, v any) int {
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		fmt.Fprintf(stderr, "psych: %v\n", err)
+		return exitHostFault
+	}
+	return exitOK
 }
 
 func firstLine(s string) string {

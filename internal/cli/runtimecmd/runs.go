@@ -1,4 +1,4 @@
-package cli
+package runtimecmd
 
 import (
 	"context"
@@ -15,6 +15,14 @@ import (
 	"time"
 
 	"github.com/psych-runtime/psych"
+	"github.com/psych-runtime/psych/internal/cli"
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+const (
+	exitOK        = cli.ExitOK
+	exitHostFault = cli.ExitHostFault
+	exitUsage     = cli.ExitUsage
 )
 
 const runsUsage = `usage: psych runs list --store FILE [--json]
@@ -34,21 +42,25 @@ const (
 	exitReplayFault = 4
 )
 
-func (c *cli) runsCmd(args []string, stdout, stderr io.Writer) int {
+// Runs is `psych runs ARGS`: open opens the store, and sandboxFlags
+// registers the sandbox flags of runs replay and makes the Sandbox they
+// ask for (cli.SandboxFlags). It returns the exit code.
+func Runs(args []string, stdout, stderr io.Writer, open func(path string) (Store, error), sandboxFlags func(*flag.FlagSet) func() (sandbox.Sandbox, func(), error)) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, runsUsage)
 		return exitUsage
 	}
-	var f runFlags
+	var store string
 	var asJSON bool
+	var newSandbox func() (sandbox.Sandbox, func(), error)
 	fs := flag.NewFlagSet("psych runs "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.store, "store", "", "the SQLite file psych run --store recorded into")
+	fs.StringVar(&store, "store", "", "the SQLite file psych run --store recorded into")
 	switch args[0] {
 	case "list", "show":
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
 	case "replay":
-		addSandboxFlags(fs, &f)
+		newSandbox = sandboxFlags(fs)
 	default:
 		fmt.Fprintf(stderr, "psych runs: unknown command %q\n%s", args[0], runsUsage)
 		return exitUsage
@@ -63,15 +75,15 @@ func (c *cli) runsCmd(args []string, stdout, stderr io.Writer) int {
 	if args[0] == "list" {
 		wantArgs = 0
 	}
-	if f.store == "" || fs.NArg() != wantArgs {
+	if store == "" || fs.NArg() != wantArgs {
 		fmt.Fprint(stderr, runsUsage)
 		return exitUsage
 	}
-	if _, err := os.Stat(f.store); err != nil {
+	if _, err := os.Stat(store); err != nil {
 		fmt.Fprintf(stderr, "psych runs: %v\n", err)
 		return exitUsage
 	}
-	st, err := c.eng.OpenStore(f.store)
+	st, err := open(store)
 	if err != nil {
 		fmt.Fprintf(stderr, "psych runs: %v\n", err)
 		return exitUsage
@@ -85,7 +97,7 @@ func (c *cli) runsCmd(args []string, stdout, stderr io.Writer) int {
 	case "show":
 		return runsShow(ctx, st, fs.Arg(0), asJSON, stdout, stderr)
 	}
-	return c.runsReplay(ctx, st, &f, fs.Arg(0), stdout, stderr)
+	return runsReplay(ctx, st, newSandbox, fs.Arg(0), stdout, stderr)
 }
 
 // status is an execution's one-word state.
@@ -192,15 +204,15 @@ func runsShow(ctx context.Context, st psych.Store, id string, asJSON bool, stdou
 	return exitOK
 }
 
-func (c *cli) runsReplay(ctx context.Context, st psych.Store, f *runFlags, id string, stdout, stderr io.Writer) int {
-	sb, closeSandbox, err := c.newSandbox(f)
+func runsReplay(ctx context.Context, st psych.Store, newSandbox func() (sandbox.Sandbox, func(), error), id string, stdout, stderr io.Writer) int {
+	sb, closeSandbox, err := newSandbox()
 	if err != nil {
-		return report(stderr, err)
+		return cli.Report(stderr, "psych runs replay", err)
 	}
 	defer closeSandbox()
 	rt, err := psych.New(psych.Config{Sandbox: sb, Store: st})
 	if err != nil {
-		return report(stderr, err)
+		return cli.Report(stderr, "psych runs replay", err)
 	}
 	rep, err := rt.Replay(ctx, id)
 	if err != nil {
@@ -208,7 +220,7 @@ func (c *cli) runsReplay(ctx context.Context, st psych.Store, f *runFlags, id st
 		if errors.Is(err, psych.ErrNotFound) {
 			return exitUsage
 		}
-		if code := report(io.Discard, err); code != exitHostFault {
+		if code := cli.Report(io.Discard, "", err); code != exitHostFault {
 			return code
 		}
 		return exitReplayFault
@@ -224,16 +236,9 @@ func (c *cli) runsReplay(ctx context.Context, st psych.Store, f *runFlags, id st
 	return exitOK
 }
 
-// EncodeJSON writes v as one JSON object (HTML left unescaped) and returns
-// the exit code.
-func EncodeJSON(stdout, stderr io.Writer, v any) int { return encodeJSON(stdout, stderr, v) }
+func encodeJSON(stdout, stderr io.Writer, v any) int { return cli.EncodeJSON(stdout, stderr, v) }
 
-func encodeJSON(stdout, stderr io.Writer, v any) int {
-	enc := json.NewEncoder(stdout)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		fmt.Fprintf(stderr, "psych: %v\n", err)
-		return exitHostFault
-	}
-	return exitOK
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
