@@ -10,8 +10,8 @@
 // Process tree: the host's fork server (this binary, started once with the
 // forkserver marker) clones P, or where there is none the host starts this
 // binary as P through Go's cheap vfork path. P drops to the outer run ids,
-// unshares the user namespace, waits for the host to write its maps,
-// unshares mount, net, ipc, uts, cgroup and pid, then clones the init (C)
+// unshares the user namespace, maps its own ids into it, unshares mount,
+// net, ipc, uts, cgroup and pid, then clones the init (C)
 // with CLONE_PARENT, so that C is the host's child and pid 1 of the new pid
 // namespace. P reports C's pid and exits. C hands
 // the host a NETLINK_ROUTE socket from its network namespace, waits for the
@@ -725,6 +725,44 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 
 // ---- P: the first process ----
 
+// write_map writes data to /proc/self/<file>.
+static void write_map(const char *file, const char *data)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/%s", file);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		fail(errno, "open %s", path);
+	size_t n = strlen(data);
+	ssize_t w;
+	do
+		w = write(fd, data, n);
+	while (w < 0 && errno == EINTR);
+	if (w != (ssize_t)n)
+		fail(w < 0 ? errno : EIO, "write %s", path);
+	close(fd);
+}
+
+// write_maps maps the inner ids onto the outer ids P runs as, one each, in
+// the user namespace P just made; setgroups is denied first, as the kernel
+// wants of a process that maps its own gid.
+static void write_maps(struct plan *pl)
+{
+	char m[64];
+	// P's id change made it non-dumpable, which gives /proc/self to the
+	// init user namespace's root: dumpable for the writes only (what could
+	// reach it then runs as P's own outer ids).
+	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+		fail(errno, "prctl PR_SET_DUMPABLE");
+	write_map("setgroups", "deny");
+	snprintf(m, sizeof m, "%u %u 1", pl->inner_uid, pl->outer_uid);
+	write_map("uid_map", m);
+	snprintf(m, sizeof m, "%u %u 1", pl->inner_gid, pl->outer_gid);
+	write_map("gid_map", m);
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		fail(errno, "prctl PR_SET_DUMPABLE");
+}
+
 // join_cgroups makes P a member of each v1 cgroup the host opened the
 // tasks file of, by writing "0" (itself): P is single-threaded, so the
 // kernel skips the global threadgroup lock a pid written to cgroup.procs
@@ -769,15 +807,16 @@ __attribute__((noreturn)) static void run(void)
 		step = PSYCH_STEP_USERNS;
 		if (unshare(CLONE_NEWUSER) < 0)
 			fail(errno, "unshare user namespace");
-		say(PSYCH_SYNC_USERNS, 0);
-		await(PSYCH_SYNC_MAPPED);
+		// A process may map its own ids, and only those, into the user
+		// namespace it made: the inner ids are the outer ones P runs as.
+		write_maps(&pl);
 		step = PSYCH_STEP_NAMESPACES;
 		if (unshare(pl.flags & ~(uint64_t)CLONE_NEWUSER) < 0)
 			fail(errno, "unshare namespaces %#llx", (unsigned long long)pl.flags);
 	}
 	step = PSYCH_STEP_CLONE;
 	// The init speaks only after P's report: it waits for EOF on this pipe,
-	// which P's exit gives, so the host reads PID before READY.
+	// which P gives once PID is sent, so the host reads PID before READY.
 	int order[2];
 	if (pipe2(order, O_CLOEXEC) < 0)
 		fail(errno, "pipe");
@@ -793,6 +832,7 @@ __attribute__((noreturn)) static void run(void)
 		init(&pl);
 	}
 	say(PSYCH_SYNC_PID, c);
+	close(order[1]); // the init goes on now, not after P's exit
 	_exit(0);
 }
 

@@ -66,16 +66,14 @@ const (
 	MountDetach    = C.PSYCH_MNT_DETACH
 	MountRecursive = C.PSYCH_MNT_RECURSIVE
 
-	SyncUserns = C.PSYCH_SYNC_USERNS
-	SyncMapped = C.PSYCH_SYNC_MAPPED
-	SyncPID    = C.PSYCH_SYNC_PID
-	SyncReady  = C.PSYCH_SYNC_READY
-	SyncGo     = C.PSYCH_SYNC_GO
-	SyncExec   = C.PSYCH_SYNC_EXEC
-	SyncExit   = C.PSYCH_SYNC_EXIT
-	SyncError  = C.PSYCH_SYNC_ERROR
-	SyncSize   = C.sizeof_struct_psych_sync
-	SyncText   = C.PSYCH_SYNC_TEXT
+	SyncPID   = C.PSYCH_SYNC_PID
+	SyncReady = C.PSYCH_SYNC_READY
+	SyncGo    = C.PSYCH_SYNC_GO
+	SyncExec  = C.PSYCH_SYNC_EXEC
+	SyncExit  = C.PSYCH_SYNC_EXIT
+	SyncError = C.PSYCH_SYNC_ERROR
+	SyncSize  = C.sizeof_struct_psych_sync
+	SyncText  = C.PSYCH_SYNC_TEXT
 
 	ExitSetup    = C.PSYCH_EXIT_SETUP
 	ExitHostGone = C.PSYCH_EXIT_HOST_GONE

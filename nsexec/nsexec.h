@@ -44,7 +44,9 @@
 //               switches to them before anything else. Never 0.
 //   INNER_IDS   u32 uid, u32 gid: the ids the init drops to before exec.
 //   NAMESPACES  u64 clone flags to unshare; CLONE_NEWUSER first, then the
-//               rest after the host wrote the maps. 0: no namespaces.
+//               rest after P mapped INNER_IDS onto OUTER_IDS in it (one id
+//               each, setgroups denied: a process may map its own ids).
+//               0: no namespaces.
 //   HOSTNAME    string
 //   ROOT        string: the empty host directory the new root is built on
 //   ROOT_DATA   string: tmpfs options for the new root
@@ -66,8 +68,6 @@
 //   EXE         string: the interpreter; ARG and ENV: one string each, in order
 //
 // Sync messages, in order:
-//   P -> host   USERNS   P unshared its user namespace: write the maps
-//   host -> P   MAPPED
 //   P -> host   PID      a = the init's pid (P exits 0 after this)
 //   C -> host   READY    carries the netlink socket (SCM_RIGHTS) when a
 //                        network namespace was made; C then builds the view
@@ -134,8 +134,6 @@
 
 #define PSYCH_MNT_RECURSIVE 1
 
-#define PSYCH_SYNC_USERNS 1
-#define PSYCH_SYNC_MAPPED 2
 #define PSYCH_SYNC_PID 3
 #define PSYCH_SYNC_READY 4
 #define PSYCH_SYNC_GO 5

@@ -3,7 +3,6 @@
 package reexec
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"testing"
@@ -50,7 +49,6 @@ func BenchmarkStart(b *testing.B) {
 				o := &Options{Plan: p, Stdout: null, Stderr: null, Wire: null, CgroupFD: -1}
 				if l.ns != 0 {
 					p.InnerUID, p.InnerGID = 1000, 1000
-					o.UIDMap, o.GIDMap = fmt.Sprintf("1000 %d 1", uid), fmt.Sprintf("1000 %d 1", gid)
 				}
 				proc, err := Start(o)
 				if err != nil {

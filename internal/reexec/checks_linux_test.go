@@ -112,7 +112,6 @@ func filterChild(spec string) int {
 	if c.UserNS {
 		p.Namespaces = unix.CLONE_NEWUSER
 		p.InnerUID, p.InnerGID = 1000, 1000
-		o.UIDMap, o.GIDMap = fmt.Sprintf("1000 %d 1", uid), fmt.Sprintf("1000 %d 1", gid)
 	}
 	wr, ww, _ := os.Pipe()
 	o.Wire = wr

@@ -32,9 +32,6 @@ type Options struct {
 	// CgroupFD is a unified cgroup directory the first process is cloned
 	// into (CLONE_INTO_CGROUP); -1 for none.
 	CgroupFD int
-	// UIDMap and GIDMap are written for the user namespace, in
-	// /proc/PID/uid_map syntax ("inside outside count").
-	UIDMap, GIDMap string
 	// Ready runs after the init exists and before the go-ahead, with the
 	// init's pid and, when it made a network namespace, a NETLINK_ROUTE
 	// socket opened inside it (nil otherwise; closed after Ready). An error
@@ -189,17 +186,6 @@ func Start(o *Options) (_ *Process, retErr error) {
 	m, fd, err := p.recv()
 	if err != nil {
 		return nil, err
-	}
-	if m.typ == nsexec.SyncUserns {
-		if err := writeMaps(pid, o.UIDMap, o.GIDMap); err != nil {
-			return nil, err
-		}
-		if err := p.send(nsexec.SyncMapped); err != nil {
-			return nil, err
-		}
-		if m, fd, err = p.recv(); err != nil {
-			return nil, err
-		}
 	}
 	if m.typ != nsexec.SyncPID || m.a <= 0 {
 		return nil, fmt.Errorf("want the init's pid, got message %d: %w", m.typ, ErrProtocol)
@@ -374,20 +360,6 @@ func (p *Process) send(typ uint32) error {
 	binary.NativeEndian.PutUint32(buf, typ)
 	if _, err := p.sync.Write(buf); err != nil {
 		return fmt.Errorf("write init sync: %w", err)
-	}
-	return nil
-}
-
-// writeMaps writes the user namespace's maps; setgroups is denied first,
-// which an unprivileged host needs and a privileged one wants anyway.
-func writeMaps(pid int, uidMap, gidMap string) error {
-	for _, w := range []struct{ file, data string }{
-		{"setgroups", "deny"}, {"uid_map", uidMap}, {"gid_map", gidMap},
-	} {
-		path := fmt.Sprintf("/proc/%d/%s", pid, w.file)
-		if err := os.WriteFile(path, []byte(w.data), 0); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
 	}
 	return nil
 }

@@ -114,17 +114,13 @@ func TestPlanEncoding(t *testing.T) {
 }
 
 // startPlan runs p and returns what the interpreter printed and the error.
-func startPlan(t *testing.T, p *Plan, ns bool) (string, Exit, error) {
+func startPlan(t *testing.T, p *Plan) (string, Exit, error) {
 	t.Helper()
 	outR, outW, _ := os.Pipe()
 	wr, ww, _ := os.Pipe()
 	defer ww.Close()
 	defer outR.Close()
 	o := &Options{Plan: p, Stdout: outW, Stderr: outW, Wire: wr, CgroupFD: -1}
-	if ns {
-		o.UIDMap = fmt.Sprintf("%d %d 1", p.InnerUID, p.OuterUID)
-		o.GIDMap = fmt.Sprintf("%d %d 1", p.InnerGID, p.OuterGID)
-	}
 	proc, err := Start(o)
 	outW.Close()
 	wr.Close()
@@ -174,7 +170,7 @@ func TestStartNamespaces(t *testing.T) {
 		Exe:  "/usr/bin/python3",
 		Args: []string{"python3", "-I", "-S", "-c", "import os; print(os.getuid(), os.getpid(), os.uname().nodename, open('motd').read(), sorted(os.listdir('/')))"},
 	}
-	out, ex, err := startPlan(t, p, true)
+	out, ex, err := startPlan(t, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +206,7 @@ func TestStartOverlay(t *testing.T) {
 		Exe:  "/usr/bin/python3",
 		Args: []string{"python3", "-I", "-S", "-c", code},
 	}
-	out, ex, err := startPlan(t, p, true)
+	out, ex, err := startPlan(t, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +216,7 @@ func TestStartOverlay(t *testing.T) {
 	}
 	p.Mounts = []Mount{{Kind: Overlay, Target: "/usr", Data: []byte("lowerdir=./nonexistent:./also-not")}}
 	p.Exe, p.Args = "/bin/true", []string{"true"}
-	_, _, err = startPlan(t, p, true)
+	_, _, err = startPlan(t, p)
 	var ie *InitError
 	if !errors.As(err, &ie) || ie.Step != "mounts" || !strings.Contains(ie.Message, "overlay /usr") {
 		t.Fatalf("an overlay of missing layers: %v, want an InitError at mounts", err)
@@ -230,7 +226,7 @@ func TestStartOverlay(t *testing.T) {
 func TestInitReportsFailure(t *testing.T) {
 	uid, gid := runIDs()
 	p := &Plan{OuterUID: uid, OuterGID: gid, InnerUID: uid, InnerGID: gid, Exe: "/nonexistent/python", Args: []string{"x"}}
-	_, _, err := startPlan(t, p, false)
+	_, _, err := startPlan(t, p)
 	var ie *InitError
 	if !errors.As(err, &ie) || ie.Step != "exec" || ie.Errno != syscall.ENOENT || !strings.Contains(ie.Message, "/nonexistent/python") {
 		t.Fatalf("exec of a missing interpreter: %v, want an InitError at exec with ENOENT", err)
@@ -240,7 +236,7 @@ func TestInitReportsFailure(t *testing.T) {
 		Namespaces: unix.CLONE_NEWUSER | unix.CLONE_NEWNS, Root: root, RootData: "size=1m",
 		Mounts: []Mount{{Kind: Bind, Source: "/nonexistent", Target: "/x"}},
 		Exe:    "/bin/true", Args: []string{"true"}}
-	_, _, err = startPlan(t, p, true)
+	_, _, err = startPlan(t, p)
 	if !errors.As(err, &ie) || ie.Step != "mounts" || ie.Errno != syscall.ENOENT {
 		t.Fatalf("bind of a missing tree: %v, want an InitError at mounts", err)
 	}
@@ -304,7 +300,6 @@ func TestCgroupTasks(t *testing.T) {
 		if ns {
 			p.InnerUID, p.InnerGID = 1000, 1000
 			p.Namespaces = unix.CLONE_NEWUSER
-			o.UIDMap, o.GIDMap = fmt.Sprintf("1000 %d 1", uid), fmt.Sprintf("1000 %d 1", gid)
 		}
 		proc, err := Start(o)
 		tasks.Close()
@@ -394,7 +389,7 @@ func TestForkServerAndExecAgree(t *testing.T) {
 			Args: []string{"python3", "-I", "-S", "-c",
 				"import os; print(os.getuid(), os.getpid(), os.getsid(0) == os.getpgid(0), sorted(os.listdir('/proc/self/fd')))"},
 		}
-		out, ex, err := startPlan(t, p, true)
+		out, ex, err := startPlan(t, p)
 		if err != nil || !ex.Reported || ex.Status.ExitStatus() != 0 {
 			t.Fatalf("%q %+v %v", out, ex, err)
 		}
@@ -416,7 +411,7 @@ func TestForkServerRestarts(t *testing.T) {
 	p := &Plan{OuterUID: uid, OuterGID: gid, InnerUID: uid, InnerGID: gid, Exe: "/bin/true", Args: []string{"true"}}
 	run := func() {
 		t.Helper()
-		if out, ex, err := startPlan(t, p, false); err != nil || !ex.Reported || ex.Status.ExitStatus() != 0 {
+		if out, ex, err := startPlan(t, p); err != nil || !ex.Reported || ex.Status.ExitStatus() != 0 {
 			t.Fatalf("%q %+v %v", out, ex, err)
 		}
 	}
@@ -467,7 +462,7 @@ func TestForkServerHoldsOnlyItsSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &Plan{OuterUID: uid, OuterGID: gid, InnerUID: uid, InnerGID: gid, Exe: "/bin/true", Args: []string{"true"}}
-	if _, _, err := startPlan(t, p, false); err != nil {
+	if _, _, err := startPlan(t, p); err != nil {
 		t.Fatal(err)
 	}
 	pid := ForkServerPID()

@@ -466,8 +466,6 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	}
 	opts := &reexec.Options{
 		Plan: plan, Stdout: outW, Stderr: errW, Wire: child, CgroupFD: -1,
-		UIDMap:  fmt.Sprintf("%d %d 1", sandboxUID, r.uid),
-		GIDMap:  fmt.Sprintf("%d %d 1", sandboxGID, r.gid),
 		Ready:   r.ready,
 		Timeout: 30 * time.Second,
 	}
