@@ -481,6 +481,14 @@ func rmdirBusy(dir string) error {
 // rmdirTree removes an emptied cgroup directory and the child cgroups
 // made inside it, deepest first.
 func rmdirTree(dir string) error {
+	// Most often there is no child: one rmdir, without listing the
+	// directory's control files first.
+	switch err := rmdir(dir); {
+	case err == nil, errors.Is(err, fs.ErrNotExist):
+		return nil
+	case !errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.ENOTEMPTY):
+		return err
+	}
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

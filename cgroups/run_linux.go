@@ -476,12 +476,20 @@ func (r *run) remove() error {
 		r.removed = true // the directories are their manager's to remove
 		return nil
 	}
+	// One hierarchy's removal does not wait for another's.
+	dirs := slices.Sorted(maps.Values(r.dirs))
+	rmErrs := make([]error, len(dirs))
+	var wg sync.WaitGroup
+	for i, dir := range dirs {
+		wg.Go(func() { rmErrs[i] = rmdirTree(dir) })
+	}
+	wg.Wait()
 	var errs []error
 	var left []string
-	for _, dir := range r.dirs {
-		if err := rmdirTree(dir); err != nil {
+	for i, err := range rmErrs {
+		if err != nil {
 			errs = append(errs, fmt.Errorf("remove run cgroup: %w", err))
-			left = append(left, dir)
+			left = append(left, dirs[i])
 		}
 	}
 	if len(errs) > 0 && r.m != nil {

@@ -61,6 +61,7 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 		if l.PidIpcUts {
 			p.Namespaces |= unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
 			p.Hostname = sandboxHost
+			r.pidNS = true
 		}
 	}
 	if p.Namespaces&unix.CLONE_NEWPID != 0 && l.Mount {

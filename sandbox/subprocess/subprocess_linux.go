@@ -398,6 +398,8 @@ type run struct {
 	iso  sandbox.Isolation
 	// netOK is true only when this run's own namespace was verified.
 	netOK bool
+	// pidNS is whether the run got a pid namespace (plan).
+	pidNS bool
 }
 
 // execute sets up, runs and tears down; every resource it creates is
@@ -409,10 +411,35 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	if r.dir, err = host.NewRunDir(s.cfg.TmpBase, s.owner, 0o700, s.hostUID == 0, r.uid, r.gid); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
+	// Only after every process of the run is dead (see teardown). Where
+	// the run had a pid namespace, its end killed them all, and the run
+	// directory and the run cgroup are removed side by side; else the
+	// cgroup's removal, which kills what is left, comes first.
 	defer func() {
-		// Only after every process of the run is dead (see teardown).
-		if err := host.RemoveAll(r.dir); err != nil {
-			retErr = errors.Join(retErr, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err))
+		var dirErr, cgErr error
+		removeCg := func() {
+			if r.cg != nil {
+				cgErr = r.cg.Remove()
+			}
+		}
+		if r.pidNS {
+			var wg sync.WaitGroup
+			wg.Go(removeCg)
+			dirErr = host.RemoveAll(r.dir)
+			wg.Wait()
+		} else {
+			removeCg()
+			dirErr = host.RemoveAll(r.dir)
+		}
+		if dirErr != nil {
+			retErr = errors.Join(retErr, fmt.Errorf("%w: %w", sandbox.ErrHostFault, dirErr))
+		}
+		switch {
+		case errors.Is(cgErr, cgroups.ErrRemoveDeferred):
+			// Emptied, and removed at the next run: the result stands.
+			s.log.Warn("psych: a run's cgroups could not be removed yet; the next run removes them", "err", cgErr)
+		case cgErr != nil:
+			retErr = errors.Join(retErr, fmt.Errorf("%w: %w", sandbox.ErrHostFault, cgErr))
 		}
 	}()
 	if s.cg != nil && r.layers.Cgroup {
@@ -421,16 +448,6 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 		if r.cg, err = s.cg.New(name, lim); err != nil {
 			return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 		}
-		defer func() {
-			err := r.cg.Remove()
-			switch {
-			case errors.Is(err, cgroups.ErrRemoveDeferred):
-				// Emptied, and removed at the next run: the result stands.
-				s.log.Warn("psych: a run's cgroups could not be removed yet; the next run removes them", "err", err)
-			case err != nil:
-				retErr = errors.Join(retErr, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err))
-			}
-		}()
 	}
 
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
