@@ -3,10 +3,12 @@
 // the shared bootstrap over an inherited socket (fd 3).
 //
 // Go plans, a C init executes (DESIGN.md §3). For every Run the host
-// computes a plan (internal/reexec) and re-executes its own binary with the
-// nsexec marker; the nsexec constructor carries the plan out before any Go
-// runtime starts in the child. What every run gets where user namespaces can
-// be had, and what it refuses:
+// computes a plan (internal/reexec) and hands it to its own binary with the
+// nsexec marker: a fork server, this binary started once per host process
+// (New starts it), clones the run's first process, so that a run pays no
+// exec of the host binary; the nsexec constructor carries the plan out
+// before any Go runtime starts in the child. What every run gets where user
+// namespaces can be had, and what it refuses:
 //
 //   - Namespaces: user, mount, pid, ipc, uts, cgroup and (unless the request
 //     grants the network) net. The init is pid 1 of the run's pid namespace;
