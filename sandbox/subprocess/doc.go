@@ -99,7 +99,12 @@
 // cannot be used is bypassed with a warning, never a failed New. Never
 // cached: the resolution of python3 on PATH for an empty PythonBin (a
 // shim's answer depends on the directory and the environment), and the
-// fallback's bootstrap, which is compiled at each New.
+// fallback's bootstrap, which is compiled at each New. The compiled seccomp
+// filter is kept there too, under the same rules: one entry per executable
+// that embeds psych, keyed on that file's identity (device, inode, size,
+// mode, mtime, ctime) and libseccomp's version, and taken back as that
+// executable compiled it (the kernel's own checks of a program, not the
+// policy's again: the policy is the executable's code).
 //
 // The environment is built from nothing: the allowlisted host variables
 // plus HOME, TMPDIR, PATH, PYTHONDONTWRITEBYTECODE=1 and two variables the

@@ -267,14 +267,15 @@ func (s *Sandbox) acquire(ctx context.Context) (uid, gid uint32, release func(),
 // confinedFilter is psych's filter with the id-changing calls confined to
 // the sandbox's own ids inside a user namespace (any other id is EPERM, not
 // the kernel's EINVAL for an unmapped id). It is compiled once per process,
-// and kept in the interpreter cache's directory (pyfacts.LoadBlob), so that
-// a new process reads it back instead of paying libseccomp's 2-3 ms again.
-// The entry is keyed on this executable's identity and the compiler's
-// (pyfacts.SelfID, seccomp.CompilerFingerprint): the policy is this code's,
+// and kept in the interpreter cache's directory, so that a new process
+// reads it back instead of paying libseccomp's 2-3 ms again. The entry is
+// this executable's own (pyfacts.LoadExeBlob: keyed on its identity), and
+// the compiler's (seccomp.CompilerFingerprint): the policy is this code's,
 // so a hit is taken back as this executable compiled and checked it
 // (seccomp.Compiled), without building the policy again. Where the
-// executable cannot be identified, the key is the policy's fingerprint and
-// a hit is checked against the policy (Policy.Restore).
+// executable cannot be identified, the entry is keyed on the policy's
+// fingerprint (pyfacts.LoadBlob) and a hit is checked against the policy
+// (Policy.Restore).
 func confinedFilter(cacheDir string, log *slog.Logger) (*seccomp.Filter, error) {
 	confined.Lock()
 	defer confined.Unlock()
@@ -286,19 +287,26 @@ func confinedFilter(cacheDir string, log *slog.Logger) (*seccomp.Filter, error) 
 		p.ConfineIDs(host.SandboxUID, host.SandboxGID)
 		return p
 	}
-	var key string
+	// This executable's own entry, keyed on the compiler; else one keyed
+	// on the policy.
 	var p *seccomp.Policy
-	self, err := pyfacts.SelfID()
-	if err == nil {
-		var cf string
-		if cf, err = seccomp.CompilerFingerprint(); err == nil {
-			key = fmt.Sprintf("%s; %s; confined %d:%d", self, cf, host.SandboxUID, host.SandboxGID)
-		}
+	load := func(key string, build func() ([]byte, error), check func([]byte) error) error {
+		_, _, err := pyfacts.LoadExeBlob(pyfacts.Options{Dir: cacheDir, Logger: log}, "seccomp-confined", key, build, check)
+		return err
 	}
-	if err != nil {
+	key, err := seccomp.CompilerFingerprint()
+	if err == nil {
+		key = fmt.Sprintf("%s; confined %d:%d", key, host.SandboxUID, host.SandboxGID)
+	}
+	_, xerr := os.Executable()
+	if _, serr := pyfacts.SelfID(); err != nil || xerr != nil || serr != nil {
 		p = policy()
 		if key, err = p.Fingerprint(); err != nil {
 			return nil, err
+		}
+		load = func(key string, build func() ([]byte, error), check func([]byte) error) error {
+			_, _, err := pyfacts.LoadBlob(pyfacts.Options{Dir: cacheDir, Logger: log}, "seccomp-confined", key, build, check)
+			return err
 		}
 	}
 	var f *seccomp.Filter
@@ -331,7 +339,7 @@ func confinedFilter(cacheDir string, log *slog.Logger) (*seccomp.Filter, error) 
 		}
 		return err
 	}
-	if _, _, err := pyfacts.LoadBlob(pyfacts.Options{Dir: cacheDir, Logger: log}, "seccomp-confined", key, build, check); err != nil {
+	if err := load(key, build, check); err != nil {
 		return nil, err
 	}
 	confined.f = f

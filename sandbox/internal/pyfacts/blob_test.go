@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -62,5 +63,56 @@ func TestLoadBlob(t *testing.T) {
 	}
 	if _, _, err := LoadBlob(Options{Dir: dir}, "seccomp-test", "k3", func() ([]byte, error) { return nil, errors.New("no compiler") }, accept); err == nil {
 		t.Fatal("build's error was lost")
+	}
+}
+
+// TestLoadExeBlob: two executables keep an entry each (neither takes the
+// other's, in turns or not); a rebuilt one replaces its own; one whose path
+// is gone loses its entry when another writes.
+func TestLoadExeBlob(t *testing.T) {
+	dir := cacheDir(t)
+	exes := t.TempDir()
+	a, b := filepath.Join(exes, "a"), filepath.Join(exes, "b")
+	for _, p := range []string{a, b} {
+		if err := os.WriteFile(p, []byte(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	builds := 0
+	load := func(exe, id, key string, wantHit bool) {
+		t.Helper()
+		want := []byte(exe + id + key)
+		n := builds
+		got, o, err := loadExeBlob(Options{Dir: dir}, "seccomp-test", exe, id, key,
+			func() ([]byte, error) { builds++; return bytes.Clone(want), nil }, func([]byte) error { return nil })
+		if err != nil || !bytes.Equal(got, want) || o.hit != wantHit || (builds > n) == wantHit || o.writeErr != nil {
+			t.Fatalf("loadExeBlob(%s, %s, %s) = %q, %+v, %v; want hit %v", exe, id, key, got, o, err, wantHit)
+		}
+	}
+	entry := func(exe string) string { return filepath.Join(dir, blobEntryName(exeBlobName("seccomp-test", exe))) }
+	load(a, "id-a1", "k", false)
+	load(b, "id-b1", "k", false)
+	for range 2 {
+		load(a, "id-a1", "k", true)
+		load(b, "id-b1", "k", true)
+	}
+	load(a, "id-a2", "k", false) // rebuilt: its own entry, replaced
+	load(a, "id-a2", "k", true)
+	load(b, "id-b1", "k", true)
+	if err := os.Remove(a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(entry(a)); err != nil {
+		t.Fatalf("a's entry went before anyone wrote: %v", err)
+	}
+	load(b, "id-b1", "k2", false) // a write: a's entry, its path gone, is pruned
+	if _, err := os.Stat(entry(a)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a's entry outlived its executable: %v", err)
+	}
+	if _, err := os.Stat(entry(b)); err != nil {
+		t.Fatalf("b's own entry: %v", err)
+	}
+	if _, _, err := loadExeBlob(Options{Dir: dir}, strings.Repeat("x", 48), b, "id", "k", nil, nil); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("a name too long for the suffix: %v", err)
 	}
 }

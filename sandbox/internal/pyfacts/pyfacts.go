@@ -61,6 +61,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -184,8 +185,7 @@ func (o outcome) report(log *slog.Logger, what string, attrs ...any) {
 // them, and they are cached (one entry per name, replaced) and returned;
 // check is not applied to what build made. hit says the bytes came from the
 // cache. As with Load, a cache that cannot be used is bypassed and logged,
-// never an error; build's error is returned. The subprocess backend keeps
-// its compiled seccomp program here, keyed on the policy's fingerprint.
+// never an error; build's error is returned.
 func LoadBlob(opts Options, name, key string, build func() ([]byte, error), check func([]byte) error) ([]byte, bool, error) {
 	if err := opts.check(); err != nil {
 		return nil, false, err
@@ -195,6 +195,34 @@ func LoadBlob(opts Options, name, key string, build func() ([]byte, error), chec
 		return nil, false, err
 	}
 	o.report(opts.logger(), "blob", "name", name)
+	return b, o.hit, nil
+}
+
+// LoadExeBlob is LoadBlob for what this executable's own code computes
+// (the subprocess backend's compiled seccomp program): one entry per
+// executable path, keyed on the executable's identity (SelfID) as well as
+// key, so that programs that embed psych do not take each other's entries
+// in turns, and a rebuilt executable replaces its own. Writing an entry
+// removes the entries of executables whose path is gone. name may be at
+// most 47 characters. Where the executable cannot be identified it fails;
+// the caller keys on something else.
+func LoadExeBlob(opts Options, name, key string, build func() ([]byte, error), check func([]byte) error) ([]byte, bool, error) {
+	if err := opts.check(); err != nil {
+		return nil, false, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, false, fmt.Errorf("identify this executable: %w", err)
+	}
+	id, err := SelfID()
+	if err != nil {
+		return nil, false, err
+	}
+	b, o, err := loadExeBlob(opts, name, exe, id, key, build, check)
+	if err != nil {
+		return nil, false, err
+	}
+	o.report(opts.logger(), "blob", "name", name, "executable", exe)
 	return b, o.hit, nil
 }
 
