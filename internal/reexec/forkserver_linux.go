@@ -72,6 +72,13 @@ func ForkServerPID() int {
 // errServerGone is a server that closed its socket or did not answer.
 var errServerGone = errors.New("the fork server is gone")
 
+// errCloneRefused is a server whose clone the kernel refuses where the
+// host's own fork may still work: clone3 or CLONE_PARENT denied by a
+// seccomp filter the host runs under (a container engine's default returns
+// ENOSYS for clone3), or not in the kernel. The process then takes the
+// exec path from here on.
+var errCloneRefused = errors.New("the fork server cannot clone here")
+
 // startLocked starts a server. Its parent is a thread locked to the
 // goroutine that waits for it, so that the thread outlives it: the
 // server's death signal follows the thread that forked it, and P and the
@@ -128,9 +135,9 @@ func (s *forkServer) closeLocked() {
 
 // spawn clones P with files as its descriptors 0, 1, 2, ..., in the
 // unified cgroup cgroupFD unless it is -1, and returns P's pid and pidfd.
-// errServerGone means no server took the request: the caller takes the
-// exec path. A server that took it and died before answering fails the
-// Start.
+// errServerGone means no server took the request, errCloneRefused that the
+// kernel refused the clone: the caller takes the exec path. A server that
+// took the request and died before answering fails the Start.
 func (s *forkServer) spawn(files []*os.File, cgroupFD int) (int, int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -216,6 +223,10 @@ func (s *forkServer) requestLocked(files []*os.File, cgroupFD int) (int, int, er
 		return 0, -1, fmt.Errorf("fork server reply of %d bytes: %w", n, ErrProtocol)
 	case pid < 0:
 		closeFD(pidfd)
+		if e := syscall.Errno(-pid); e == unix.ENOSYS || e == unix.EPERM || e == unix.EINVAL {
+			forkServerOff.Store(true)
+			return 0, -1, fmt.Errorf("%w: clone P: %w", errCloneRefused, e)
+		}
 		return 0, -1, fmt.Errorf("fork server: clone P: %w", syscall.Errno(-pid))
 	case pidfd < 0:
 		return 0, -1, fmt.Errorf("fork server: no pidfd for P %d: %w", pid, ErrProtocol)

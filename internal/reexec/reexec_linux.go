@@ -229,15 +229,17 @@ func Start(o *Options) (_ *Process, retErr error) {
 // exec'd here. It returns P's pid, which is also its session's, and how to
 // reap and kill it.
 func startP(null *os.File, o *Options, extra []*os.File) (pid int, wait func() error, kill func(), err error) {
+	// No stdout or stderr given: /dev/null, never a closed descriptor (the
+	// init's signalfd would take its number, and its close of 0-2).
+	stdout, stderr := o.Stdout, o.Stderr
+	if stdout == nil {
+		stdout = null
+	}
+	if stderr == nil {
+		stderr = null
+	}
 	if !forkServerOff.Load() {
-		// No stdout or stderr given: /dev/null, not a closed descriptor.
-		files := []*os.File{null, o.Stdout, o.Stderr}
-		for i, f := range files {
-			if f == nil {
-				files[i] = null
-			}
-		}
-		files = append(files, extra...)
+		files := append([]*os.File{null, stdout, stderr}, extra...)
 		for _, f := range files {
 			if f == nil {
 				return 0, nil, nil, fmt.Errorf("a nil descriptor for P: %w", ErrInvalidPlan)
@@ -248,12 +250,12 @@ func startP(null *os.File, o *Options, extra []*os.File) (pid int, wait func() e
 			return pid, func() error { return waitPidfd(pidfd) },
 				func() { unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0) }, nil
 		}
-		if !errors.Is(err, errServerGone) {
+		if !errors.Is(err, errServerGone) && !errors.Is(err, errCloneRefused) {
 			return 0, nil, nil, err
 		}
 	}
 	cmd := command(nsexec.MarkerInit, extra, o.CgroupFD)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, o.Stdout, o.Stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, stdout, stderr
 	if err := cmd.Start(); err != nil {
 		return 0, nil, nil, err
 	}
