@@ -74,7 +74,8 @@
 // Where no user namespace can be had (user.max_user_namespaces=0, Ubuntu's
 // AppArmor restriction), probed once at New, every run takes the fallback:
 // the same init with no namespaces and no view (the working directory, HOME
-// and TMPDIR are a per-run directory under TmpBase), but with the rlimits,
+// and TMPDIR are a per-run directory under TmpBase, which also holds the
+// compiled bootstrap, read-only), but with the rlimits,
 // the uid drop, no capabilities, no_new_privs, Landlock and seccomp. It says
 // so in Isolation.Mode ("fallback"), NetworkDenied is false, and a warning is
 // logged. RequireIsolation and RequireNetworkDenial refuse to run there
