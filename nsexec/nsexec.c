@@ -100,16 +100,11 @@ static int step;
 // engine made, and its interpreter connects its own channel.
 static int container;
 
-static void sendmsg_fd(uint32_t type, int32_t a, int32_t b, const char *text, int fd)
+// send_with_fd sends one message of len bytes on fd 3 (the sync socket, or
+// the fork server's), with fd as SCM_RIGHTS unless it is -1.
+static void send_with_fd(const void *buf, size_t len, int fd)
 {
-	struct psych_sync m;
-	memset(&m, 0, sizeof m);
-	m.type = type;
-	m.a = a;
-	m.b = b;
-	if (text)
-		strncpy(m.text, text, sizeof m.text - 1);
-	struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	struct msghdr h = {.msg_iov = &iov, .msg_iovlen = 1};
 	if (fd >= 0) {
@@ -124,6 +119,18 @@ static void sendmsg_fd(uint32_t type, int32_t a, int32_t b, const char *text, in
 	}
 	while (sendmsg(PSYCH_FD_SYNC, &h, MSG_NOSIGNAL) < 0 && errno == EINTR)
 		;
+}
+
+static void sendmsg_fd(uint32_t type, int32_t a, int32_t b, const char *text, int fd)
+{
+	struct psych_sync m;
+	memset(&m, 0, sizeof m);
+	m.type = type;
+	m.a = a;
+	m.b = b;
+	if (text)
+		strncpy(m.text, text, sizeof m.text - 1);
+	send_with_fd(&m, sizeof m, fd);
 }
 
 static void say(uint32_t type, int32_t a) { sendmsg_fd(type, a, 0, NULL, -1); }
@@ -936,21 +943,7 @@ __attribute__((noreturn)) static void run_forkserver(void)
 			rep.pid = fork_p(fds, nfds, req.cgroup, &pidfd);
 		for (int i = 0; i < nfds; i++)
 			close(fds[i]);
-		struct iovec riov = {.iov_base = &rep, .iov_len = sizeof rep};
-		char rbuf[CMSG_SPACE(sizeof(int))];
-		struct msghdr r = {.msg_iov = &riov, .msg_iovlen = 1};
-		if (rep.pid > 0) {
-			memset(rbuf, 0, sizeof rbuf);
-			r.msg_control = rbuf;
-			r.msg_controllen = sizeof rbuf;
-			struct cmsghdr *c = CMSG_FIRSTHDR(&r);
-			c->cmsg_level = SOL_SOCKET;
-			c->cmsg_type = SCM_RIGHTS;
-			c->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(c), &pidfd, sizeof(int));
-		}
-		while (sendmsg(PSYCH_FD_SYNC, &r, MSG_NOSIGNAL) < 0 && errno == EINTR)
-			;
+		send_with_fd(&rep, sizeof rep, rep.pid > 0 ? pidfd : -1);
 		if (pidfd >= 0)
 			close(pidfd);
 	}

@@ -187,20 +187,8 @@ func (s *forkServer) requestLocked(files []*os.File, cgroupFD int) (int, int, er
 		}
 	}
 	pidfd := -1
-	if err == nil && oobn > 0 {
-		if cms, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
-			for _, cm := range cms {
-				if got, rerr := unix.ParseUnixRights(&cm); rerr == nil {
-					for _, f := range got {
-						if pidfd < 0 {
-							pidfd = f
-						} else {
-							unix.Close(f)
-						}
-					}
-				}
-			}
-		}
+	if err == nil {
+		pidfd = firstFD(oob[:oobn])
 	}
 	pid := int32(-1)
 	if n == nsexec.ForkRepSize {

@@ -304,20 +304,8 @@ func (p *Process) recv() (msg, int, error) {
 	oob := make([]byte, unix.CmsgSpace(4))
 	n, oobn, _, _, err := p.sync.ReadMsgUnix(buf, oob)
 	fd := -1
-	if err == nil && oobn > 0 {
-		if cms, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
-			for _, cm := range cms {
-				if fds, rerr := unix.ParseUnixRights(&cm); rerr == nil {
-					for _, f := range fds {
-						if fd < 0 {
-							fd = f
-						} else {
-							unix.Close(f)
-						}
-					}
-				}
-			}
-		}
+	if err == nil {
+		fd = firstFD(oob[:oobn])
 	}
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -349,6 +337,30 @@ func (p *Process) recv() (msg, int, error) {
 		return msg{}, -1, &InitError{Step: step, Errno: syscall.Errno(m.b), Message: m.text}
 	}
 	return m, fd, nil
+}
+
+// firstFD takes the first descriptor an SCM_RIGHTS message in oob carries
+// and closes any other; -1 when there is none.
+func firstFD(oob []byte) int {
+	fd := -1
+	cms, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return -1
+	}
+	for _, cm := range cms {
+		fds, err := unix.ParseUnixRights(&cm)
+		if err != nil {
+			continue
+		}
+		for _, f := range fds {
+			if fd < 0 {
+				fd = f
+			} else {
+				unix.Close(f)
+			}
+		}
+	}
+	return fd
 }
 
 func closeFD(fd int) {
