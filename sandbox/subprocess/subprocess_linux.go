@@ -287,28 +287,7 @@ func confinedFilter(cacheDir string, log *slog.Logger) (*seccomp.Filter, error) 
 		p.ConfineIDs(host.SandboxUID, host.SandboxGID)
 		return p
 	}
-	// This executable's own entry, keyed on the compiler; else one keyed
-	// on the policy.
 	var p *seccomp.Policy
-	load := func(key string, build func() ([]byte, error), check func([]byte) error) error {
-		_, _, err := pyfacts.LoadExeBlob(pyfacts.Options{Dir: cacheDir, Logger: log}, "seccomp-confined", key, build, check)
-		return err
-	}
-	key, err := seccomp.CompilerFingerprint()
-	if err == nil {
-		key = fmt.Sprintf("%s; confined %d:%d", key, host.SandboxUID, host.SandboxGID)
-	}
-	_, xerr := os.Executable()
-	if _, serr := pyfacts.SelfID(); err != nil || xerr != nil || serr != nil {
-		p = policy()
-		if key, err = p.Fingerprint(); err != nil {
-			return nil, err
-		}
-		load = func(key string, build func() ([]byte, error), check func([]byte) error) error {
-			_, _, err := pyfacts.LoadBlob(pyfacts.Options{Dir: cacheDir, Logger: log}, "seccomp-confined", key, build, check)
-			return err
-		}
-	}
 	var f *seccomp.Filter
 	build := func() ([]byte, error) {
 		if p == nil {
@@ -339,7 +318,22 @@ func confinedFilter(cacheDir string, log *slog.Logger) (*seccomp.Filter, error) 
 		}
 		return err
 	}
-	if err := load(key, build, check); err != nil {
+	// This executable's own entry, keyed on the compiler; else one keyed
+	// on the policy.
+	opts := pyfacts.Options{Dir: cacheDir, Logger: log}
+	key, err := seccomp.CompilerFingerprint()
+	if err == nil {
+		key = fmt.Sprintf("%s; confined %d:%d", key, host.SandboxUID, host.SandboxGID)
+		_, _, err = pyfacts.LoadExeBlob(opts, "seccomp-confined", key, build, check)
+	}
+	if errors.Is(err, seccomp.ErrUnsupported) || errors.Is(err, pyfacts.ErrNoExecutable) {
+		p = policy()
+		if key, err = p.Fingerprint(); err != nil {
+			return nil, err
+		}
+		_, _, err = pyfacts.LoadBlob(opts, "seccomp-confined", key, build, check)
+	}
+	if err != nil {
 		return nil, err
 	}
 	confined.f = f

@@ -24,5 +24,5 @@ func load(abs, dir string) (Facts, outcome, error) {
 
 // SelfID fails here: there is no cache to key.
 func SelfID() (string, error) {
-	return "", fmt.Errorf("identify this executable: no cache on %s", runtime.GOOS)
+	return "", fmt.Errorf("%w: no cache on %s", ErrNoExecutable, runtime.GOOS)
 }

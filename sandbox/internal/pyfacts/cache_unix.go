@@ -76,7 +76,7 @@ func idOf(st *unix.Stat_t) fileID {
 func SelfID() (string, error) {
 	var st unix.Stat_t
 	if err := retry(func() error { return unix.Stat("/proc/self/exe", &st) }); err != nil {
-		return "", fmt.Errorf("identify this executable: %w", os.NewSyscallError("stat /proc/self/exe", err))
+		return "", fmt.Errorf("%w: %w", ErrNoExecutable, os.NewSyscallError("stat /proc/self/exe", err))
 	}
 	id := idOf(&st)
 	return fmt.Sprintf("exe %d %d %d %o %d %d", id.Dev, id.Ino, id.Size, id.Mode, id.MtimeNS, id.CtimeNS), nil

@@ -12,4 +12,7 @@ var (
 	// ErrUnsupportedPython: the interpreter is older than the bootstrap
 	// serves (MinPython).
 	ErrUnsupportedPython = errors.New("unsupported Python version")
+	// ErrNoExecutable: the running executable cannot be identified
+	// (SelfID, LoadExeBlob), so nothing can be cached under it.
+	ErrNoExecutable = errors.New("this executable cannot be identified")
 )

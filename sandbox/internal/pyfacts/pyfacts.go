@@ -204,15 +204,16 @@ func LoadBlob(opts Options, name, key string, build func() ([]byte, error), chec
 // key, so that programs that embed psych do not take each other's entries
 // in turns, and a rebuilt executable replaces its own. Writing an entry
 // removes the entries of executables whose path is gone. name may be at
-// most 47 characters. Where the executable cannot be identified it fails;
-// the caller keys on something else.
+// most 47 characters. Where the executable cannot be identified it fails
+// with ErrNoExecutable before build or check runs; the caller keys on
+// something else.
 func LoadExeBlob(opts Options, name, key string, build func() ([]byte, error), check func([]byte) error) ([]byte, bool, error) {
 	if err := opts.check(); err != nil {
 		return nil, false, err
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, false, fmt.Errorf("identify this executable: %w", err)
+		return nil, false, fmt.Errorf("%w: %w", ErrNoExecutable, err)
 	}
 	id, err := SelfID()
 	if err != nil {
