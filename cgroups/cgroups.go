@@ -294,6 +294,18 @@ func (r *Run) Stats() (Stats, error) { return r.stats() }
 // A process already gone is no error.
 func (r *Run) Kill() error { return r.kill() }
 
+// SetLimits sets l on the live run as New did: a pooled sandbox's run takes
+// its request's limits at dispatch. The kernel may refuse a memory limit
+// below what the run holds already (EBUSY on v1).
+func (r *Run) SetLimits(l Limits) error { return r.setLimitsLive(l) }
+
+// ResetPeaks makes Stats' MemoryPeak count from now: v1 resets
+// memory.max_usage_in_bytes; v2 resets memory.peak through a descriptor of
+// its own (Linux 6.12), which Stats reads from then on, and fails with
+// ErrNotSupported where the kernel cannot. No kernel resets pids.peak:
+// after ResetPeaks, PidsPeakKnown is false and the caller samples.
+func (r *Run) ResetPeaks() error { return r.resetPeaks() }
+
 // Freeze stops every process of the run and returns once all are frozen,
 // or with an error after a few seconds. ErrNotSupported where the host has
 // no freezer (a v1-only host without the freezer controller).

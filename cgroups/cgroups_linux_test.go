@@ -1043,3 +1043,47 @@ func TestGoneIsNotExist(t *testing.T) {
 		t.Fatalf("pread of a removed cgroup's file: %v; want ENODEV, taken for fs.ErrNotExist", err)
 	}
 }
+
+// TestSetLimitsAndResetPeaks: a live run takes new limits, and after
+// ResetPeaks the memory peak counts from then (a pooled sandbox's dispatch)
+// and pids.peak is no longer reported.
+func TestSetLimitsAndResetPeaks(t *testing.T) {
+	forEachManager(t, func(t *testing.T, m *Manager) {
+		r := newRun(t, m, Limits{MemoryBytes: 256 << 20, Pids: 32})
+		if err := r.SetLimits(Limits{MemoryBytes: 128 << 20, Pids: 4}); err != nil {
+			t.Fatal(err)
+		}
+		checkFile(t, filepath.Join(r.Paths()[Pids], "pids.max"), "4")
+		memFile := filepath.Join(r.Paths()[Memory], "memory.limit_in_bytes")
+		if _, ok := r.Paths()[Memory]; !ok {
+			memFile = filepath.Join(r.Paths()[unifiedKey], "memory.max")
+		}
+		checkFile(t, memFile, strconv.Itoa(128<<20))
+		if err := r.SetLimits(Limits{Pids: -1}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("a negative limit: %v, want ErrInvalid", err)
+		}
+		p := start(t, r, testPython(), "-c", "import sys\nsys.stdin.readline()\nb = bytearray(48 << 20)\nb[::4096] = b'\\x01' * len(b[::4096])\n")
+		p.release(t)
+		if err := p.cmd.Wait(); err != nil {
+			t.Fatalf("the allocating child: %v (%s)", err, p.out)
+		}
+		before := mustStats(t, r)
+		if !before.MemoryPeakKnown || before.MemoryPeak < 40<<20 {
+			t.Fatalf("peak before the reset %+v, want >= 40 MiB known", before)
+		}
+		switch err := r.ResetPeaks(); {
+		case errors.Is(err, ErrNotSupported):
+			t.Skipf("this kernel cannot reset memory.peak: %v", err)
+		case err != nil:
+			t.Fatal(err)
+		}
+		after := mustStats(t, r)
+		t.Logf("before %+v, after %+v", before, after)
+		if !after.MemoryPeakKnown || after.MemoryPeak >= 40<<20 {
+			t.Errorf("peak after the reset %d (known %v), want below 40 MiB", after.MemoryPeak, after.MemoryPeakKnown)
+		}
+		if after.PidsPeakKnown {
+			t.Errorf("pids peak known after the reset: %+v", after)
+		}
+	})
+}

@@ -44,5 +44,7 @@ func (r *run) kill() error                    { return ErrUnavailable }
 func (r *run) freeze() error                  { return ErrUnavailable }
 func (r *run) thaw() error                    { return ErrUnavailable }
 func (r *run) remove() error                  { return nil }
+func (r *run) setLimitsLive(Limits) error     { return ErrUnavailable }
+func (r *run) resetPeaks() error              { return ErrUnavailable }
 
 func open(int) (*Run, error) { return nil, ErrUnavailable }

@@ -43,6 +43,11 @@ type run struct {
 	buf     [512]byte
 	closing bool // Remove has begun: the fds are closed
 	removed bool // Remove succeeded
+	// peak is the v2 memory.peak file ResetPeaks reset, read from then on
+	// (nil: none; a zero run holds no descriptor); peaksReset says
+	// pids.peak, which no kernel resets, is stale.
+	peak       *os.File
+	peaksReset bool
 }
 
 func (m *manager) newRun(r *run, runID string, l Limits) (retErr error) {
@@ -170,6 +175,75 @@ func (r *run) setLimits(l Limits) error {
 
 func (r *run) paths() map[string]string { return maps.Clone(r.dirs) }
 
+func (r *run) setLimitsLive(l Limits) error {
+	if err := r.live(); err != nil {
+		return fmt.Errorf("set limits: %w", err)
+	}
+	if err := l.validate(); err != nil {
+		return err
+	}
+	return r.setLimits(l)
+}
+
+func (r *run) resetPeaks() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.liveLocked(); err != nil {
+		return fmt.Errorf("reset peaks: %w", err)
+	}
+	r.peaksReset = true
+	switch {
+	case r.mem == "":
+		return nil
+	case !r.memV2:
+		if err := writeFile(filepath.Join(r.mem, "memory.max_usage_in_bytes"), "0"); err != nil {
+			return fmt.Errorf("reset memory peak: %w", err)
+		}
+		return nil
+	}
+	// Linux 6.12: a write to memory.peak resets the mark that this one
+	// open file reads.
+	if r.peak != nil {
+		r.peak.Close()
+		r.peak = nil
+	}
+	f, err := os.OpenFile(filepath.Join(r.mem, "memory.peak"), os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("reset memory peak: %w", gone(err))
+	}
+	if _, err := f.Write([]byte("reset\n")); err != nil {
+		f.Close()
+		return fmt.Errorf("reset memory peak: %w: %w", ErrNotSupported, err)
+	}
+	r.peak = f
+	return nil
+}
+
+func (r *run) reset() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.peaksReset
+}
+
+// memoryPeakV2 reads memory.peak: through ResetPeaks's file once there is
+// one, else by its path.
+func (r *run) memoryPeakV2(optional func(string) (int64, bool, error)) (int64, bool, error) {
+	r.mu.Lock()
+	f := r.peak
+	if f == nil {
+		r.mu.Unlock()
+		return optional(filepath.Join(r.mem, "memory.peak"))
+	}
+	defer r.mu.Unlock()
+	var b [32]byte
+	n, err := f.ReadAt(b[:], 0)
+	if err != nil && n == 0 {
+		return 0, false, err
+	}
+	v, err := strconv.ParseInt(string(bytes.TrimSpace(b[:n])), 10, 64)
+	return v, err == nil, err
+}
+
 func (r *run) cloneFD() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -286,7 +360,7 @@ func (r *run) stats() (Stats, error) {
 		if s.MemoryCurrent, err = readInt(filepath.Join(r.mem, "memory.current")); err != nil {
 			return wrap(err)
 		}
-		if s.MemoryPeak, s.MemoryPeakKnown, err = optional(filepath.Join(r.mem, "memory.peak")); err != nil {
+		if s.MemoryPeak, s.MemoryPeakKnown, err = r.memoryPeakV2(optional); err != nil {
 			return wrap(err)
 		}
 		if s.OOMKills, err = readKeyed(filepath.Join(r.mem, "memory.events"), "oom_kill"); err != nil {
@@ -318,6 +392,9 @@ func (r *run) stats() (Stats, error) {
 		}
 		if s.PidsPeak, s.PidsPeakKnown, err = optional(filepath.Join(r.pids, "pids.peak")); err != nil {
 			return wrap(err)
+		}
+		if r.reset() {
+			s.PidsPeak, s.PidsPeakKnown = 0, false
 		}
 		if s.PidsMaxEvents, err = readKeyed(filepath.Join(r.pids, "pids.events"), "max"); err != nil {
 			return wrap(err)
@@ -464,6 +541,10 @@ func (r *run) remove() error {
 	r.closing = true
 	closeFd(&r.cpuFd)
 	closeFd(&r.dirFd)
+	if r.peak != nil {
+		r.peak.Close()
+		r.peak = nil
+	}
 
 	empty, err := poll(settleTimeout, r.killOnce)
 	if err == nil && !empty {
