@@ -586,6 +586,45 @@ static void load_seccomp(struct plan *pl)
 
 // ---- the init (C) ----
 
+_Static_assert(PSYCH_LOWER_MAX * PSYCH_LOWER_RECORD <= PSYCH_SYNC_TEXT, "LOWER records fit one message");
+
+// lower serves one host message after the exec: LOWER, which lowers the
+// interpreter's rlimits and answers LOWERED. Anything else (EOF: the host
+// is gone) returns -1.
+static int lower(pid_t child)
+{
+	struct psych_sync m;
+	ssize_t n;
+	do
+		n = recv(PSYCH_FD_SYNC, &m, sizeof m, MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof m || m.type != PSYCH_SYNC_LOWER || m.a < 0 || m.a > PSYCH_LOWER_MAX)
+		return -1;
+	int32_t res = 0, err = 0;
+	for (int i = 0; i < m.a && !err; i++) {
+		const char *rec = m.text + i * PSYCH_LOWER_RECORD;
+		uint32_t r;
+		uint64_t soft, hard;
+		memcpy(&r, rec, 4);
+		memcpy(&soft, rec + 4, 8);
+		memcpy(&hard, rec + 12, 8);
+		struct rlimit cur, want = {soft, hard};
+		res = (int32_t)r;
+		if (syscall(SYS_prlimit64, child, r, NULL, &cur) < 0) {
+			err = -errno;
+			break;
+		}
+		if (want.rlim_max > cur.rlim_max)
+			want.rlim_max = cur.rlim_max; // never raised
+		if (want.rlim_cur > want.rlim_max)
+			want.rlim_cur = want.rlim_max;
+		if (syscall(SYS_prlimit64, child, r, &want, NULL) < 0)
+			err = -errno;
+	}
+	sendmsg_fd(PSYCH_SYNC_LOWERED, err, err ? res : 0, NULL, -1);
+	return 0;
+}
+
 __attribute__((noreturn)) static void init(struct plan *pl)
 {
 	pdeathsig();
@@ -705,7 +744,7 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 				continue;
 			_exit(PSYCH_EXIT_SETUP);
 		}
-		if (pf[0].revents)
+		if (pf[0].revents && lower(child) < 0)
 			_exit(PSYCH_EXIT_HOST_GONE); // the host closed or died
 		if (pf[1].revents & (POLLNVAL | POLLERR))
 			_exit(PSYCH_EXIT_SETUP); // never spin on a broken signalfd

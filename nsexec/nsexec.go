@@ -72,8 +72,13 @@ const (
 	SyncExec  = C.PSYCH_SYNC_EXEC
 	SyncExit  = C.PSYCH_SYNC_EXIT
 	SyncError = C.PSYCH_SYNC_ERROR
-	SyncSize  = C.sizeof_struct_psych_sync
-	SyncText  = C.PSYCH_SYNC_TEXT
+	SyncLower = C.PSYCH_SYNC_LOWER
+	// SyncLowered answers SyncLower.
+	SyncLowered = C.PSYCH_SYNC_LOWERED
+	LowerRecord = C.PSYCH_LOWER_RECORD
+	LowerMax    = C.PSYCH_LOWER_MAX
+	SyncSize    = C.sizeof_struct_psych_sync
+	SyncText    = C.PSYCH_SYNC_TEXT
 
 	ExitSetup    = C.PSYCH_EXIT_SETUP
 	ExitHostGone = C.PSYCH_EXIT_HOST_GONE

@@ -75,6 +75,13 @@
 //                        checks the namespace
 //   host -> C   GO       C loads seccomp, then forks and execs the interpreter
 //   C -> host   EXEC     a = the interpreter's pid inside the namespace
+//   host -> C   LOWER    after EXEC, before the start frame (a pooled
+//                        sandbox at dispatch): a = n, text = n records of
+//                        u32 resource, u64 soft, u64 hard (PSYCH_LOWER_MAX
+//                        at most); C lowers the interpreter's rlimits to
+//                        them with prlimit (same uid: no privilege; a hard
+//                        limit is never raised) and answers
+//   C -> host   LOWERED  a = 0, or -errno with b = the resource that failed
 //   C -> host   EXIT     a = the interpreter's wait status; the init exits
 //   any -> host ERROR    a = step, b = errno, text; then exit PSYCH_EXIT_SETUP
 // EOF on the sync socket at any point makes the init exit, which kills the
@@ -140,6 +147,10 @@
 #define PSYCH_SYNC_EXEC 6
 #define PSYCH_SYNC_EXIT 7
 #define PSYCH_SYNC_ERROR 8
+#define PSYCH_SYNC_LOWER 9
+#define PSYCH_SYNC_LOWERED 10
+#define PSYCH_LOWER_RECORD 20
+#define PSYCH_LOWER_MAX 8
 
 #define PSYCH_STEP_PLAN 1
 #define PSYCH_STEP_IDS 2

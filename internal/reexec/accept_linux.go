@@ -81,7 +81,7 @@ func Accept(ctx context.Context, o *AcceptOptions) (_ *Process, retErr error) {
 		}
 		return nil, fmt.Errorf("accept the init: %w", err)
 	}
-	p := &Process{sync: conn, pidfd: -1, adopted: true}
+	p := newProcess(conn, true)
 	defer func() {
 		if retErr != nil {
 			p.Kill()
@@ -165,7 +165,7 @@ func NetlinkIn(netns *os.File) (*os.File, error) {
 		childEnd.Close()
 		return nil, err
 	}
-	p := &Process{sync: c.(*net.UnixConn), pidfd: -1}
+	p := newProcess(c.(*net.UnixConn), false)
 	defer p.sync.Close()
 	null, err := os.Open(os.DevNull)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,36 @@ type Process struct {
 	// adopted is an init this process did not start (Accept): it is never
 	// waited for, only watched through its sync socket and signalled.
 	adopted bool
+	// lowered carries LOWERED answers from Wait's reading to Lower.
+	lowered  chan msg
+	waitDone chan struct{} // closed once Wait stopped reading
+	// reported is closed once the init reported the interpreter's exit
+	// (status), or once Wait stopped reading without a report.
+	reported   chan struct{}
+	reportOnce sync.Once
+	status     syscall.WaitStatus
+	statusOK   bool
+}
+
+func newProcess(conn *net.UnixConn, adopted bool) *Process {
+	return &Process{sync: conn, pidfd: -1, adopted: adopted, lowered: make(chan msg, 1),
+		waitDone: make(chan struct{}), reported: make(chan struct{})}
+}
+
+// Reported is closed once the init has reported the interpreter's exit
+// (ReportedStatus), which it does before it exits, or once Wait ended
+// without a report. It needs Wait running.
+func (p *Process) Reported() <-chan struct{} { return p.reported }
+
+// ReportedStatus is the interpreter's wait status as the init reported it;
+// ok is false where it reported none. Valid once Reported is closed.
+func (p *Process) ReportedStatus() (status syscall.WaitStatus, ok bool) { return p.status, p.statusOK }
+
+func (p *Process) report(st syscall.WaitStatus, ok bool) {
+	p.reportOnce.Do(func() {
+		p.status, p.statusOK = st, ok
+		close(p.reported)
+	})
 }
 
 // Exit is how the run ended.
@@ -148,7 +179,7 @@ func Start(o *Options) (_ *Process, retErr error) {
 		childEnd.Close()
 		return nil, fmt.Errorf("sync conn: %w", err)
 	}
-	p := &Process{sync: c.(*net.UnixConn), pidfd: -1}
+	p := newProcess(c.(*net.UnixConn), false)
 	defer func() {
 		if retErr != nil {
 			p.Kill()
@@ -393,6 +424,59 @@ func childPID(initPID int) int {
 	return pid
 }
 
+// Lower has the init lower the interpreter's rlimits to rl (a hard limit
+// is never raised) and waits for its answer, at most timeout. Call it after
+// Start, while Wait runs on another goroutine (it reads the answer), and
+// before the interpreter's start frame: a pooled sandbox takes its
+// request's rlimits so. It fails once the init is gone.
+func (p *Process) Lower(rl []Rlimit, timeout time.Duration) error {
+	if len(rl) > nsexec.LowerMax {
+		return fmt.Errorf("lower %d rlimits, more than %d: %w", len(rl), nsexec.LowerMax, ErrInvalidPlan)
+	}
+	buf := make([]byte, nsexec.SyncSize)
+	binary.NativeEndian.PutUint32(buf, nsexec.SyncLower)
+	binary.NativeEndian.PutUint32(buf[4:], uint32(len(rl)))
+	for i, r := range rl {
+		rec := buf[12+i*nsexec.LowerRecord:]
+		binary.NativeEndian.PutUint32(rec, uint32(r.Resource))
+		binary.NativeEndian.PutUint64(rec[4:], r.Soft)
+		binary.NativeEndian.PutUint64(rec[12:], r.Hard)
+	}
+	if _, err := p.sync.Write(buf); err != nil {
+		return fmt.Errorf("write init sync: %w", err)
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case m := <-p.lowered:
+		if m.a != 0 {
+			return fmt.Errorf("the init lowering rlimit %d: %w", m.b, syscall.Errno(-m.a))
+		}
+		return nil
+	case <-p.waitDone:
+		return fmt.Errorf("the init is gone: %w", ErrProtocol)
+	case <-t.C:
+		return fmt.Errorf("lower rlimits: %w", ErrSetupTimeout)
+	}
+}
+
+// FromNow is rl for an interpreter that has had used of CPU already, as a
+// pooled sandbox's at dispatch: RLIMIT_CPU counts the process's whole life,
+// so its soft and hard limits move up by a second more than used's whole
+// seconds, and the program still has its budget whatever the fraction (the
+// run cgroup's watch is the exact limit; this is the backstop).
+func FromNow(rl []Rlimit, used time.Duration) []Rlimit {
+	out := slices.Clone(rl)
+	for i := range out {
+		if out[i].Resource == unix.RLIMIT_CPU {
+			base := uint64(used/time.Second) + 1
+			out[i].Soft += base
+			out[i].Hard += base
+		}
+	}
+	return out
+}
+
 // Kill sends SIGKILL to the init. Everything in its pid namespace dies with
 // it. A process that has already exited counts as success.
 func (p *Process) Kill() error {
@@ -411,6 +495,8 @@ func (p *Process) Kill() error {
 // interpreter's status as the init reported it.
 func (p *Process) Wait() (Exit, error) {
 	var ex Exit
+	defer close(p.waitDone)
+	defer func() { p.report(ex.Status, ex.Reported) }()
 	for {
 		m, fd, err := p.recv()
 		closeFD(fd)
@@ -419,6 +505,13 @@ func (p *Process) Wait() (Exit, error) {
 		}
 		if m.typ == nsexec.SyncExit {
 			ex.Status, ex.Reported = syscall.WaitStatus(m.a), true
+			p.report(ex.Status, true)
+		}
+		if m.typ == nsexec.SyncLowered {
+			select {
+			case p.lowered <- m:
+			default: // unasked for: dropped
+			}
 		}
 	}
 	st, ru, err := p.reap()

@@ -481,3 +481,49 @@ func TestForkServerHoldsOnlyItsSocket(t *testing.T) {
 		t.Fatalf("the fork server holds fds %v; want 0-3 only", fds)
 	}
 }
+
+// TestLowerAndReported: after the exec the init lowers the interpreter's
+// rlimits on the host's word (never raising a hard one), the kernel shows
+// them, and the exit is reported before the init's reap.
+func TestLowerAndReported(t *testing.T) {
+	uid, gid := runIDs()
+	p := &Plan{OuterUID: uid, OuterGID: gid, InnerUID: uid, InnerGID: gid,
+		Exe: "/bin/sh", Args: []string{"sh", "-c", "read _ <&3; exit 7"},
+		Rlimits: []Rlimit{{Resource: unix.RLIMIT_NOFILE, Soft: 512, Hard: 512}, {Resource: unix.RLIMIT_FSIZE, Soft: 1 << 20, Hard: 1 << 20}}}
+	wr, ww, _ := os.Pipe()
+	defer ww.Close()
+	proc, err := Start(&Options{Plan: p, Wire: wr, CgroupFD: -1})
+	wr.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ex Exit
+	reaped := make(chan struct{})
+	go func() { ex, _ = proc.Wait(); close(reaped) }()
+	// NOFILE above its hard limit stays at it; FSIZE comes down.
+	err = proc.Lower([]Rlimit{{Resource: unix.RLIMIT_NOFILE, Soft: 4096, Hard: 4096}, {Resource: unix.RLIMIT_FSIZE, Soft: 4096, Hard: 8192}}, 5*time.Second)
+	if err != nil {
+		t.Fatalf("Lower: %v", err)
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/limits", proc.InterpPID))
+	for _, want := range []string{"Max open files            512                  512", "Max file size             4096                 8192"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("limits lack %q:\n%s", want, b)
+		}
+	}
+	if err := proc.Lower(make([]Rlimit, nsexec.LowerMax+1), time.Second); !errors.Is(err, ErrInvalidPlan) {
+		t.Errorf("too many rlimits: %v, want ErrInvalidPlan", err)
+	}
+	ww.Write([]byte("go\n"))
+	<-proc.Reported()
+	if st, ok := proc.ReportedStatus(); !ok || st.ExitStatus() != 7 {
+		t.Errorf("reported %v %v, want exit 7", st, ok)
+	}
+	<-reaped
+	if !ex.Reported || ex.Status.ExitStatus() != 7 {
+		t.Errorf("Wait: %+v, want exit 7 reported", ex)
+	}
+	if err := proc.Lower(nil, time.Second); err == nil {
+		t.Error("Lower after the init is gone succeeded")
+	}
+}
