@@ -244,8 +244,38 @@ def open_channel(argv):
     return fd
 
 
+def set_environment(env):
+    """Makes os.environ (and the C environment) exactly env, "NAME=value" each.
+
+    A pooled interpreter was started before its request: what the request
+    sets comes in the start frame, before the program's first line.
+    """
+    if env is None:
+        return
+    if not isinstance(env, list):
+        raise ProtocolError("start: env is not a list")
+    want = {}
+    for kv in env:
+        name, eq, value = kv.partition("=") if isinstance(kv, str) else ("", "", "")
+        if not name or not eq or "\0" in kv:
+            raise ProtocolError("start: bad env entry %.100r" % (kv,))
+        want[name] = value
+    environ = os.environ
+    for name in [k for k in environ if k not in want]:
+        del environ[name]
+    for name, value in want.items():
+        if environ.get(name) != value:
+            environ[name] = value
+    time = sys.modules.get("time")
+    if time is not None and hasattr(time, "tzset"):
+        time.tzset()  # TZ may have changed
+
+
 def read_start(fd):
-    """Reads and checks the start frame; returns (code, bindings, max_frame)."""
+    """Reads and checks the start frame; returns (code, bindings, max_frame).
+
+    The environment it carries is in force when it returns.
+    """
     msg = Reader(fd).frame(1 << 32)  # the host's encoder already enforced its cap
     if msg["type"] != "start" or type(msg.get("v")) is not int or msg["v"] != 1:
         raise ProtocolError("the first frame is not a version 1 start frame")
@@ -263,6 +293,7 @@ def read_start(fd):
             raise ProtocolError("start: bad binding declaration %.100r" % (b,))
         names.add(name)
         bindings.append((name, params, doc))
+    set_environment(msg.get("env"))
     return code, bindings, max_frame
 
 

@@ -20,4 +20,6 @@ var (
 	// host's runs (the outside ids) was exhausted for longer than a short
 	// bound. Nothing ran; retry later.
 	ErrBusy = errors.New("sandbox busy")
+	// ErrClosed: Run was called after Close.
+	ErrClosed = errors.New("sandbox closed")
 )

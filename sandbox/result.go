@@ -195,6 +195,12 @@ type Isolation struct {
 	// (/proc/PID/mountinfo): "own:tmpfs" under a view of its own,
 	// "host:FSTYPE" where it shares the host's root.
 	RootMount string `json:"root_mount,omitempty"`
+	// Warm says the run was served by a sandbox of the backend's warm pool
+	// (PoolConfig), started AgeSeconds before dispatch. ColdReason says
+	// why a backend with a pool ran this request cold; empty without one.
+	Warm       bool    `json:"warm"`
+	AgeSeconds float64 `json:"age_seconds,omitempty"`
+	ColdReason string  `json:"cold_reason,omitempty"`
 }
 
 // Image names a container image: the reference it was asked for by and the

@@ -13,8 +13,14 @@ import (
 // an error only when the sandbox could not run it (see the package doc), and
 // the context's error when ctx ended first; in that case the whole process
 // tree is killed and removed before Run returns.
+//
+// Close releases what the Sandbox holds between runs (a warm pool's
+// sandboxes, an engine connection) once the runs in flight are done, and
+// waits until it is gone; a Run after it fails with ErrClosed. Calling it
+// again is a no-op.
 type Sandbox interface {
 	Run(ctx context.Context, req Request) (*Result, error)
+	Close() error
 }
 
 // Request is one execution.
@@ -32,6 +38,11 @@ type Request struct {
 	Network bool
 	// Bindings are the host functions the program may call. Nil offers none.
 	Bindings Bindings
+	// Env sets variables of the program's environment. Each name must be
+	// on the backend's EnvAllowlist (else ErrInvalidRequest); its value
+	// takes the place of the host's. The bootstrap sets the environment
+	// before the program's first line, on cold and warm runs alike.
+	Env map[string]string
 }
 
 // Binding declares one host function as the program sees it.

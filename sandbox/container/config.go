@@ -109,6 +109,10 @@ type Config struct {
 	RunBase string
 	// Logger receives notes on what New reaped. Zero: slog.Default().
 	Logger *slog.Logger
+	// Pool keeps containers started ahead of requests (see
+	// sandbox.PoolConfig), each blocked on its start frame. Nil: every run
+	// starts cold. It needs each run's own outside ids (RunAs nil).
+	Pool *sandbox.PoolConfig
 
 	// pythonFromPath: ContainerPythonBin was not set, so python3 may be
 	// looked up on the image's PATH where the default is missing.

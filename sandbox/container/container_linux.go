@@ -26,6 +26,7 @@ import (
 	"github.com/psych-runtime/psych/nsexec"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/pool"
 	"github.com/psych-runtime/psych/seccomp"
 )
 
@@ -42,19 +43,24 @@ type Sandbox struct {
 	oci     *specs.LinuxSeccomp
 	hostNS  map[string]string
 	scopes  uint64 // Landlock scopes the init applies
-	seq     atomic.Uint64
 	log     *slog.Logger
 	hooks   hooks
 	ids     host.IDRange // the runs' own outside ids, where RunAs is nil
 	mu      sync.Mutex
 	closed  bool
 	running sync.WaitGroup
+
+	pool     *pool.Pool[*run] // nil without Config.Pool
+	poolCaps sandbox.Limits
 }
 
 // hooks are test-only controls, set by the package's tests and nothing else.
 type hooks struct {
 	// beforeNetCheck runs on the run's netlink socket before the check.
 	beforeNetCheck func(fd int) error
+	// atDispatch runs on a pooled sandbox's netlink socket before its
+	// check at dispatch.
+	atDispatch func(fd int) error
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
@@ -131,6 +137,12 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 	if s.boot, err = newBoot(cfg.RunBase, s.owner, s.oci); err != nil {
 		return nil, fmt.Errorf("%w: prepare the init: %w", sandbox.ErrHostFault, err)
 	}
+	if cfg.Pool != nil {
+		if err := s.startPool(*cfg.Pool); err != nil {
+			host.RemoveAll(s.boot.dir)
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -200,6 +212,9 @@ func (s *Sandbox) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	if s.pool != nil {
+		s.pool.Close() // its sandboxes, never served, removed
+	}
 	s.running.Wait()
 	err := host.RemoveAll(s.boot.dir)
 	return errors.Join(err, s.eng.close())
@@ -214,28 +229,39 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 	if s.cfg.RequireNetworkDenial && req.Network {
 		return nil, fmt.Errorf("network denial is required but the request grants the network: %w", sandbox.ErrRefused)
 	}
-	hr, err := host.Prepare(req, s.cfg.DefaultLimits, s.cfg.MaxFrameBytes)
+	hr, err := host.Prepare(req, s.cfg.DefaultLimits, s.cfg.MaxFrameBytes, s.cfg.EnvAllowlist)
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: the sandbox is closed", sandbox.ErrInvalidConfig)
+		return nil, fmt.Errorf("run: %w", sandbox.ErrClosed)
 	}
 	s.running.Add(1)
 	s.mu.Unlock()
 	defer s.running.Done()
-	r := &run{s: s, req: hr}
+	coldReason := ""
+	if s.pool != nil {
+		var r *run
+		if r, coldReason = s.warm(hr); r != nil {
+			return r.serveDetached(ctx)
+		}
+	}
+	r := &run{s: s, req: hr, limits: hr.Limits}
+	r.iso.ColdReason = coldReason
 	return r.execute(ctx)
 }
 
-// run is one execution's state.
+// run is one execution's state: started (start), served (serve) and
+// removed (unwind). A pooled run is started ahead of its request and
+// dispatched to one (dispatch).
 type run struct {
-	s   *Sandbox
-	req *host.Request
-	id  string
-	dir string
+	s      *Sandbox
+	req    *host.Request // nil in a pooled run until dispatch
+	limits sandbox.Limits
+	id     string
+	dir    string
 	// inside ids of the init and the program
 	uid, gid uint32
 	task     task
@@ -245,32 +271,68 @@ type run struct {
 	netOK    bool
 	wire     *net.UnixConn
 	undo     []func() error
+	env      []string // the program's environment, as planned
+
+	outR, errR   *os.File
+	closeWriters func()
+	tmp          *host.TmpfsWatch
+	exited       chan struct{} // closed once the init is reaped
+	exit         reexec.Exit   // valid once exited is closed
+	lost         atomic.Bool   // the engine lost the container
+	started      time.Time
+	warmRun
 }
 
-// execute sets up, runs and tears down. What it makes goes on r.undo as it
-// is made; a run that failed undoes it before returning, and one that ran
-// hands the removal of its dead container to the background (Close waits
-// for it), so that the result does not wait on the engine's bookkeeping.
-func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
+// network says the request grants the network (never for a pooled run).
+func (r *run) network() bool { return r.req != nil && r.req.Network }
+
+// execute starts, serves and removes a cold run. What a run makes goes
+// on r.undo as it is made; a run that failed undoes it before returning,
+// and one that ran hands the removal of its dead container to the
+// background (Close waits for it), so that the result does not wait on the
+// engine's bookkeeping.
+func (r *run) execute(ctx context.Context) (*sandbox.Result, error) {
+	if err := r.start(ctx); err != nil {
+		return nil, errors.Join(err, r.unwind())
+	}
+	if err := r.req.SetStart(r.env); err != nil {
+		return nil, errors.Join(err, r.unwind())
+	}
+	return r.serveDetached(ctx)
+}
+
+// serveDetached serves the started run, then removes it in the background
+// (or at once, when it failed to serve).
+func (r *run) serveDetached(ctx context.Context) (*sandbox.Result, error) {
 	s := r.s
-	detached := false
-	defer func() {
-		if detached {
-			return
-		}
+	res, err := r.serve(ctx)
+	if err != nil || res == nil {
+		return nil, errors.Join(err, r.unwind())
+	}
+	s.running.Add(1)
+	go func() {
+		defer s.running.Done()
 		if err := r.unwind(); err != nil {
-			retErr = errors.Join(retErr, err)
+			s.log.Warn("psych: removing a run's container failed; a later New reaps it", "engine", s.eng.name(), "id", r.id, "err", err)
 		}
 	}()
+	return res, nil
+}
+
+// start makes the run's container and waits for its interpreter to block
+// on its start frame, attested and checked against the floor. On error the
+// caller unwinds.
+func (r *run) start(ctx context.Context) error {
+	s := r.s
 	var err error
 	if r.dir, err = host.NewRunDir(s.runs, s.owner, 0o711, false, 0, 0); err != nil {
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	r.undo = append(r.undo, func() error { return host.RemoveAll(r.dir) })
 	r.id = "psych-" + filepath.Base(r.dir)
 	scratch, err := host.NewRunDir(s.mnts, s.owner, 0o711, false, 0, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	r.undo = append(r.undo, func() error { return host.RemoveAll(scratch) })
 	var outer IDs
@@ -281,7 +343,7 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 		// and the program.
 		base, release, err := s.ids.Claim(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.undo = append(r.undo, func() error { release(); return nil })
 		outer = IDs{UID: base + 1, GID: base + 1}
@@ -300,41 +362,41 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	// bootstrap connect to.
 	plan, err := r.plan()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	if err := writeOwned(filepath.Join(r.dir, nsexec.ContainerPlan), plan, outer); err != nil {
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	syncL, err := listen(filepath.Join(r.dir, nsexec.ContainerSync), "unixpacket", outer)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	defer syncL.Close()
 	wireL, err := listen(filepath.Join(r.dir, "wire.sock"), "unix", outer)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	defer wireL.Close()
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("%w: stdout pipe: %w", sandbox.ErrHostFault, err)
+		return fmt.Errorf("%w: stdout pipe: %w", sandbox.ErrHostFault, err)
 	}
-	defer outR.Close()
 	errR, errW, err := os.Pipe()
 	if err != nil {
+		outR.Close()
 		outW.Close()
-		return nil, fmt.Errorf("%w: stderr pipe: %w", sandbox.ErrHostFault, err)
+		return fmt.Errorf("%w: stderr pipe: %w", sandbox.ErrHostFault, err)
 	}
-	defer errR.Close()
-	closeWriters := sync.OnceFunc(func() { outW.Close(); errW.Close() })
-	defer closeWriters()
+	r.outR, r.errR = outR, errR
+	r.closeWriters = sync.OnceFunc(func() { outW.Close(); errW.Close() })
+	r.undo = append(r.undo, func() error { r.closeWriters(); outR.Close(); errR.Close(); return nil })
 
 	bootHost, err := s.boot.mount(scratch)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	r.undo = append(r.undo, func() error { return unmountBoot(bootHost) })
-	limits := r.req.Limits
+	limits := r.limits
 	rs := &runSpec{
 		id:     r.id,
 		labels: map[string]string{ownerLabel: s.owner.String(), runLabel: filepath.Base(r.dir)},
@@ -342,7 +404,7 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 		env:    reexec.ContainerEnv(""),
 		uid:    r.uid, gid: r.gid,
 		uidMap: uidMap, gidMap: gidMap,
-		network:  r.req.Network,
+		network:  r.network(),
 		binds:    append([]bind{{bootHost, bootDir}, {r.dir, runDir}}, etcBinds(bootHost)...),
 		tmpBytes: s.cfg.TmpBytes, tmpInodes: s.cfg.TmpInodes,
 		memoryBytes: limits.MemoryBytes,
@@ -357,15 +419,15 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	if !s.eng.userNS() && r.uid != host.SandboxUID {
 		// The program runs as its outside ids: /etc names them.
 		if err := ownEtc(filepath.Join(scratch, "etc"), r.uid, r.gid, rs.binds); err != nil {
-			return nil, fmt.Errorf("%w: the run's /etc: %w", sandbox.ErrHostFault, err)
+			return fmt.Errorf("%w: the run's /etc: %w", sandbox.ErrHostFault, err)
 		}
 	}
-	started := time.Now()
+	r.started = time.Now()
 	if r.task, err = s.eng.start(ctx, rs); err != nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
-		return nil, fmt.Errorf("%w: %s: %w", sandbox.ErrHostFault, s.eng.name(), err)
+		return fmt.Errorf("%w: %s: %w", sandbox.ErrHostFault, s.eng.name(), err)
 	}
 	r.undo = append(r.undo, func() error {
 		if err := r.task.remove(context.WithoutCancel(ctx)); err != nil {
@@ -385,41 +447,63 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 		r.killAll()
 		r.release()
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
-		return nil, err
+		return err
 	}
+	r.undo = append(r.undo, func() error {
+		if r.netlink != nil {
+			r.netlink.Close()
+		}
+		r.wire.Close()
+		return nil
+	})
 	r.attest()
 	if err := r.floor(); err != nil {
 		r.killAll()
 		r.release()
-		return nil, err
+		return err
 	}
 	// The container's /tmp and /dev/shm, held open to be read after the run.
-	tmp := host.WatchTmpfs(r.proc.InterpPID)
-	defer tmp.Close()
+	r.tmp = host.WatchTmpfs(r.proc.InterpPID)
+	r.undo = append(r.undo, func() error { r.tmp.Close(); return nil })
 
-	var exit reexec.Exit
-	exited := make(chan struct{})
-	go func() { exit, _ = r.proc.Wait(); close(exited) }()
+	r.exited = make(chan struct{})
+	go func() { r.exit, _ = r.proc.Wait(); close(r.exited) }()
+	r.undo = append(r.undo, func() error {
+		select {
+		case <-r.exited:
+		default: // never served: killed here
+			r.killAll()
+			<-r.exited
+		}
+		return nil
+	})
 	// An engine that loses its container (containerd died) ends the run as
 	// a host fault, unless the result was in.
-	var lost atomic.Bool
 	go func() {
 		select {
 		case <-r.task.done():
 			if r.task.lost() {
-				lost.Store(true)
+				r.lost.Store(true)
 				r.killAll()
 			}
-		case <-exited:
+		case <-r.exited:
 		}
 	}()
+	return nil
+}
+
+// serve runs the program to its end: the start frame, the wire, the limits,
+// the output, its processes' end.
+func (r *run) serve(ctx context.Context) (*sandbox.Result, error) {
+	s := r.s
 	setup := host.Setup{
 		Request: r.req, Wire: r.wire, MaxFrame: s.cfg.MaxFrameBytes, MaxOutput: s.cfg.MaxOutputBytes,
-		Stdout: outR, Stderr: errR, Exited: exited, Kill: r.killAll, Started: started,
+		Stdout: r.outR, Stderr: r.errR, Exited: r.exited, Kill: r.killAll, Started: r.started,
 		SetupInPidsPeak: true,
 		Freeze:          r.freeze,
+		CPUBase:         r.cpuBase,
 	}
 	if r.cg != nil {
 		setup.Meter = r.cg
@@ -437,33 +521,25 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	// The output is complete once the engine has copied the dead
 	// container's streams.
 	r.task.waitOutput(ctx)
-	closeWriters()
+	r.closeWriters()
 	e.Finish()
 	r.wire.Close()
 	if cancelled != nil {
 		return nil, cancelled
 	}
-	status := host.WaitStatus(exit.Status)
-	if !exit.Reported {
+	status := host.WaitStatus(r.exit.Status)
+	if !r.exit.Reported {
 		code, ok := r.task.exitCode()
 		if ok {
 			status = host.EngineStatus(code)
 		}
 	}
 	iso := r.iso
-	res = e.Result(host.Outcome{Status: status, Usage: usage, NetworkDenied: r.netOK, Isolation: &iso, TmpFull: tmp.Full()})
-	tmp.Close()
-	if lost.Load() && !e.Reported() {
+	res := e.Result(host.Outcome{Status: status, Usage: usage, NetworkDenied: r.netOK, Isolation: &iso, TmpFull: r.tmp.Full()})
+	r.tmp.Close()
+	if r.lost.Load() && !e.Reported() {
 		return nil, fmt.Errorf("%w: %s lost the container during the run; what is left is removed once it answers again", sandbox.ErrHostFault, s.eng.name())
 	}
-	detached = true
-	s.running.Add(1)
-	go func() {
-		defer s.running.Done()
-		if err := r.unwind(); err != nil {
-			s.log.Warn("psych: removing a run's container failed; a later New reaps it", "engine", s.eng.name(), "id", r.id, "err", err)
-		}
-	}()
 	return res, nil
 }
 
@@ -548,7 +624,7 @@ func (r *run) ready(initPID int) error {
 	if r.cg, err = cgroups.Open(initPID); err != nil {
 		return fmt.Errorf("%w: the container's cgroups: %w", sandbox.ErrHostFault, err)
 	}
-	if r.req.Network {
+	if r.network() {
 		return nil
 	}
 	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", initPID))
@@ -560,11 +636,16 @@ func (r *run) ready(initPID int) error {
 	if err != nil {
 		return fmt.Errorf("%w: the container's network namespace: %w", sandbox.ErrHostFault, err)
 	}
-	defer nl.Close()
 	fd := int(nl.Fd())
 	nc, err := host.CheckNetwork(fd, r.s.hooks.beforeNetCheck)
 	if err != nil {
+		nl.Close()
 		return err
+	}
+	if r.req == nil {
+		r.netlink = nl // pooled: checked again at dispatch
+	} else {
+		nl.Close()
 	}
 	r.iso.Network = nc
 	r.netOK = nc.Verified
@@ -613,7 +694,7 @@ func (r *run) floor() error {
 			}
 		}
 	}
-	if !r.req.Network && !r.netOK {
+	if !r.network() && !r.netOK {
 		return fmt.Errorf("the container's network denial is not verified: %w", sandbox.ErrRefused)
 	}
 	return nil
@@ -662,12 +743,13 @@ func (r *run) plan() ([]byte, error) {
 		OuterUID: r.uid, OuterGID: r.gid, InnerUID: r.uid, InnerGID: r.gid,
 		Exe:      python,
 		Args:     append([]string{python}, bootstrap.SocketArgs(runDir+"/wire.sock")...),
-		Env:      host.Env(host.Home, python, s.cfg.EnvAllowlist),
+		Env:      r.environ(python),
 		Cwd:      host.Home,
 		Rlimits:  r.rlimits(),
 		Landlock: s.scopes,
 		Seccomp:  s.filter.Bytes(),
 	}
+	r.env = p.Env
 	r.iso.EnvKeys = host.EnvKeys(p.Env)
 	r.iso.PythonPath = python
 	return p.Encode()
@@ -679,7 +761,7 @@ func (r *run) plan() ([]byte, error) {
 // cgroup alone caps the run, and NPROC is left high enough not to reach
 // across runs.
 func (r *run) rlimits() []reexec.Rlimit {
-	l := r.req.Limits
+	l := r.limits
 	cpu := uint64(math.Ceil(l.CPUSeconds))
 	as, fsize := uint64(l.AddressSpaceBytes), uint64(l.FileSizeBytes)
 	stack, nofile := uint64(l.StackBytes), uint64(l.OpenFiles)

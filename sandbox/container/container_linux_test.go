@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/opencontainers/runtime-spec/specs-go"
@@ -77,8 +78,29 @@ func backend(engine Engine) contract.Backend {
 }
 
 func TestContractContainerd(t *testing.T) { contract.Run(t, backend(Containerd)) }
-func TestContractPodman(t *testing.T)     { contract.Run(t, backend(Podman)) }
-func TestContractDocker(t *testing.T)     { contract.Run(t, backend(Docker)) }
+
+// poolCaps are wide caps for the pooled contract suite: every case is
+// served warm but those that ask for more (they run cold and say so).
+var poolCaps = sandbox.Limits{CPUSeconds: 60, AddressSpaceBytes: 2 << 30, MemoryBytes: 2 << 30, FileSizeBytes: 1 << 30, ProcessCount: 256}
+
+// TestContractContainerdPooled is the contract suite on containerd with a
+// warm pool: a pool changes when a sandbox starts, never what it is.
+func TestContractContainerdPooled(t *testing.T) {
+	b := backend(Containerd)
+	b.Warm = true
+	b.New = func(t *testing.T, opts contract.Options) sandbox.Sandbox {
+		s := newTestSandbox(t, Containerd, Config{EnvAllowlist: opts.EnvAllowlist, Pool: &sandbox.PoolConfig{Size: 2, Caps: poolCaps}})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := s.WaitWarm(ctx); err != nil {
+			t.Fatalf("WaitWarm: %v", err)
+		}
+		return s
+	}
+	contract.Run(t, b)
+}
+func TestContractPodman(t *testing.T) { contract.Run(t, backend(Podman)) }
+func TestContractDocker(t *testing.T) { contract.Run(t, backend(Docker)) }
 
 // engineOrSkip skips a test where engine cannot be had on this host (never
 // in CI, see newTestSandbox), and returns it opened.

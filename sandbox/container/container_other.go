@@ -39,3 +39,6 @@ func (*Sandbox) Run(context.Context, sandbox.Request) (*sandbox.Result, error) {
 
 // Close does nothing in this build.
 func (*Sandbox) Close() error { return nil }
+
+// WaitWarm returns at once in this build: no pool exists.
+func (*Sandbox) WaitWarm(context.Context) error { return nil }

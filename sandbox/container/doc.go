@@ -97,6 +97,23 @@
 // within moments (unless the result was in) and leaves what is left to the
 // next New.
 //
+// The warm pool (Config.Pool) keeps containers started ahead of requests:
+// the task started, the init connected, the network namespace verified,
+// the attestation read and the floor checked, the bootstrap connected to
+// its wire and blocked on its start frame, at the pool's caps and with only
+// the sandbox's own variables. Dispatch is the subprocess backend's, through
+// the same host core (host.CheckPooled): the container must still read back
+// as it was started, its network namespace is checked again through the
+// netlink socket kept for it, the host writes the request's limits into
+// the container's cgroup and resets its memory peak, the init (psych's own
+// in every engine) lowers the interpreter's rlimits with prlimit and the
+// attestation reads them back, and the start frame carries the request's
+// environment; CPU and wall count from dispatch. A request the pool cannot
+// serve runs cold and says why (Isolation.ColdReason). Each pooled
+// container serves one program and is removed as a cold one is; Close
+// removes the unserved ones. A pool needs the runs' own outside ids (RunAs
+// nil).
+//
 // The backend needs a root host (the engines' sockets are root's) and Linux
 // with cgo. With user namespaces, containerd's state directory must be
 // searchable by the mapped ids, as /run/containerd is.

@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if v := os.Getenv(helperEnv); v != "" {
 		os.Exit(helper(v))
 	}
+	if os.Getenv(poolHelperEnv) != "" {
+		os.Exit(poolHelper())
+	}
 	os.Exit(m.Run())
 }
 

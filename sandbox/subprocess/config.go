@@ -103,6 +103,10 @@ type Config struct {
 	// cache. A cache directory that is not trusted or cannot be used is
 	// bypassed with a warning, never an error (see the package doc).
 	CacheDir string
+	// Pool keeps sandboxes started ahead of requests (see
+	// sandbox.PoolConfig). Nil: every run starts cold. It needs user
+	// namespaces, a run cgroup and a RunAs range: New refuses it elsewhere.
+	Pool *sandbox.PoolConfig
 }
 
 // Defaults.

@@ -107,8 +107,8 @@
 // executable compiled it (the kernel's own checks of a program, not the
 // policy's again: the policy is the executable's code).
 //
-// The environment is built from nothing: the allowlisted host variables
-// plus HOME, TMPDIR, PATH, PYTHONDONTWRITEBYTECODE=1 and two variables the
+// The environment is built from nothing: the allowlisted variables (a
+// Request's value, else the host's) plus HOME, TMPDIR, PATH, PYTHONDONTWRITEBYTECODE=1 and two variables the
 // sandbox needs: MALLOC_ARENA_MAX=2, so that threads that allocate do not
 // each get a malloc arena of their own (up to eight per core, 64 MiB of
 // address space each) and exhaust RLIMIT_AS long before process_count (a
@@ -134,6 +134,34 @@
 // environment, serving the wire, the output caps, the wall and CPU
 // supervision and the attribution below. This package keeps the processes,
 // the namespaces and the view.
+//
+// The warm pool (Config.Pool, off by default) keeps sandboxes fully
+// started ahead of requests: everything above, up to the interpreter with
+// the bootstrap imported and blocked on its start frame, at the pool's caps
+// and with only the sandbox's own variables. A Run takes the oldest that is
+// still fresh (MaxAge) and dispatches its request before the start frame:
+// the interpreter must still read back as it was started (its attestation,
+// its network namespace checked again through the netlink socket kept for
+// it, no OOM kill or refused fork in its cgroup), else it is destroyed and
+// the request runs cold; then the host writes the request's cgroup limits,
+// resets the memory peak, the init lowers the interpreter's rlimits to the
+// request's with prlimit (the same uid: no privilege; RLIMIT_CPU counted
+// from dispatch, a second above the budget for the start-up's fraction, the
+// cgroup watch being the exact limit) and the attestation reads them back;
+// the start frame carries the request's environment, which the bootstrap
+// sets before the program's first line (on cold runs too). The CPU budget
+// counts from the cgroup's usage at dispatch, the wall clock from dispatch,
+// and the peak processes from the host's samples after it (no kernel resets
+// pids.peak). A request the pool cannot serve runs cold and says why in
+// Isolation.ColdReason: the network granted, a limit above the pool's caps,
+// a stack_bytes other than the pool's (glibc sizes thread stacks from
+// RLIMIT_STACK as the interpreter starts), or no sandbox ready (Take never
+// waits for a refill). Each pooled sandbox serves one request and is
+// destroyed; the pool refills in the background. A served run's cgroup and
+// directory are removed after its result is returned; Close waits for
+// those, destroys the sandboxes never served, and leaves nothing. A pool
+// needs a user namespace, a run cgroup and a RunAs range with more ids than
+// sandboxes (each holds one while it waits): New refuses it elsewhere.
 //
 // Limit attribution follows DESIGN.md §2: the wall timer and the CPU watch
 // are the host's own evidence; SIGXCPU, or SIGKILL with the CPU at its limit,

@@ -22,6 +22,9 @@ import (
 // The host helper: a process that starts one run and blocks in it until it
 // is killed, standing in for a host that dies mid-run.
 func TestMain(m *testing.M) {
+	if os.Getenv("PSYCH_TEST_POOL_HOST") != "" {
+		poolHost()
+	}
 	if os.Getenv("PSYCH_TEST_FALLBACK") != "" {
 		fallbackHelper()
 		os.Exit(0)

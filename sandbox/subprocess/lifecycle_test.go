@@ -318,3 +318,26 @@ func TestTmpBaseChecks(t *testing.T) {
 		t.Fatalf("relative PythonBin: %v %+v", err, res)
 	}
 }
+
+// TestTwoSandboxesOneProcess: two Sandboxes of one process name their run
+// cgroups apart (the names were each Sandbox's own count: the second's
+// first run found the first's first run's cgroup).
+func TestTwoSandboxesOneProcess(t *testing.T) {
+	a, b := newTestSandbox(t, Config{}), newTestSandbox(t, Config{})
+	done := make(chan error, 1)
+	go func() {
+		res, err := a.Run(context.Background(), sandbox.Request{Code: "import time\ntime.sleep(1)"})
+		if err == nil && res.Failure != nil {
+			err = fmt.Errorf("%+v", res.Failure)
+		}
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // a's run is under way
+	res, err := b.Run(context.Background(), sandbox.Request{Code: "1"})
+	if err != nil || res.Failure != nil {
+		t.Fatalf("the second Sandbox's run beside the first's: %v %+v", err, res)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the first Sandbox's run: %v", err)
+	}
+}

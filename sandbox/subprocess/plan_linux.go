@@ -30,6 +30,13 @@ type hooks struct {
 	noSeccomp bool
 	// beforeNetCheck runs on the run's netlink socket before the check.
 	beforeNetCheck func(fd int) error
+	// pooled runs on each pooled sandbox once it is ready.
+	pooled func(r *run)
+	// poolPlan changes a pooled sandbox's plan before it starts.
+	poolPlan func(p *reexec.Plan)
+	// atDispatch runs on a pooled sandbox's netlink socket before its
+	// check at dispatch.
+	atDispatch func(fd int) error
 }
 
 // plan computes what the init carries out for this run. The returned files
@@ -66,7 +73,7 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 	if s.userns && l.UserNS {
 		p.InnerUID, p.InnerGID = sandboxUID, sandboxGID
 		p.Namespaces = unix.CLONE_NEWUSER
-		if l.NetNS && !r.req.Network {
+		if l.NetNS && (r.req == nil || !r.req.Network) {
 			p.Namespaces |= unix.CLONE_NEWNET
 		}
 		if l.PidIpcUts {
@@ -93,9 +100,14 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 			reexec.Mount{Kind: reexec.File, Target: bootFile, Mode: 0o444, Data: s.launcher.Code()})
 		p.Args = append([]string{s.python}, s.launcher.FileArgs(bootFile, 3)...)
 	}
-	p.Env = r.env(home)
+	r.home = home
+	p.Env = r.environ(home)
+	r.env = p.Env
 	r.iso.EnvKeys = host.EnvKeys(p.Env)
 	r.iso.PythonPath = s.python
+	if r.req == nil && s.hooks.poolPlan != nil {
+		s.hooks.poolPlan(p)
+	}
 	return p, trees, nil
 }
 
@@ -106,9 +118,14 @@ func (r *run) viewed() bool {
 	return r.s.userns && l.UserNS && l.PidIpcUts && l.Mount
 }
 
-// env is the child's environment, built from nothing.
-func (r *run) env(home string) []string {
-	return host.Env(home, r.s.python, r.s.cfg.EnvAllowlist)
+// environ is the child's environment, built from nothing: in a pooled run
+// before dispatch only the sandbox's own variables (dispatch sets the
+// request's).
+func (r *run) environ(home string) []string {
+	if r.req == nil {
+		return host.Env(home, r.s.python, nil, nil)
+	}
+	return host.Env(home, r.s.python, r.s.cfg.EnvAllowlist, r.req.Env)
 }
 
 // rlimits are the per-process limits, set by the init before it drops its

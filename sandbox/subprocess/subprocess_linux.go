@@ -25,6 +25,7 @@ import (
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/pool"
 	"github.com/psych-runtime/psych/sandbox/internal/pyfacts"
 	"github.com/psych-runtime/psych/sandbox/wire"
 	"github.com/psych-runtime/psych/seccomp"
@@ -50,10 +51,20 @@ type Sandbox struct {
 	hooks    hooks
 	ids      *host.IDRange // nil: one id for all runs
 	log      *slog.Logger
-	seq      atomic.Uint64
+
+	pool     *pool.Pool[*run] // nil without Config.Pool
+	poolCaps sandbox.Limits
+	mu       sync.Mutex
+	closed   bool
+	running  sync.WaitGroup
+	removing sync.WaitGroup // warm runs' cleanups, after their results
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
+
+// runSeq numbers the runs of this process, whatever their Sandbox: a run
+// cgroup's name is the process's (cgroups.Owner) and this number.
+var runSeq atomic.Uint64
 
 // New validates cfg, resolves the interpreter once and checks that the run
 // user can execute it, and removes what dead earlier hosts left behind.
@@ -244,6 +255,11 @@ func New(cfg Config) (*Sandbox, error) {
 		s.cgErr = err
 		s.log.Warn("psych: no run cgroup; rlimits alone hold: cpu_seconds per process (RLIMIT_CPU), no whole-run memory cap or usage", "err", err)
 	}
+	if c.Pool != nil {
+		if err := s.startPool(*c.Pool); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -371,25 +387,72 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 	case s.cfg.RequireNetworkDenial && req.Network:
 		return nil, fmt.Errorf("network denial is required but the request grants the network: %w", sandbox.ErrRefused)
 	}
-	hr, err := host.Prepare(req, s.cfg.DefaultLimits, s.cfg.MaxFrameBytes)
+	hr, err := host.Prepare(req, s.cfg.DefaultLimits, s.cfg.MaxFrameBytes, s.cfg.EnvAllowlist)
 	if err != nil {
 		return nil, err
+	}
+	if !s.enter() {
+		return nil, fmt.Errorf("run: %w", sandbox.ErrClosed)
+	}
+	defer s.running.Done()
+	set := layers.From(ctx)
+	coldReason := ""
+	if s.pool != nil && set == layers.Full() {
+		var r *run
+		if r, coldReason = s.warm(hr); r != nil {
+			return r.serveWarm(ctx)
+		}
 	}
 	uid, gid, release, err := s.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	r := &run{s: s, req: hr, limits: hr.Limits, uid: uid, gid: gid, layers: layers.From(ctx)}
-	return r.execute(ctx)
+	r := &run{s: s, req: hr, limits: hr.Limits, uid: uid, gid: gid, release: release, layers: set}
+	r.iso.ColdReason = coldReason
+	if err := r.start(); err != nil {
+		return nil, errors.Join(err, r.cleanup())
+	}
+	if err := hr.SetStart(r.env); err != nil {
+		r.destroy()
+		return nil, err
+	}
+	return r.finish(r.serve(ctx))
 }
 
-// run is one execution's state.
+// enter counts a run in, unless the Sandbox is closed.
+func (s *Sandbox) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.running.Add(1)
+	return true
+}
+
+// Close waits for the runs in flight, then destroys the warm pool's
+// sandboxes, unused; Run fails with sandbox.ErrClosed after it.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.running.Wait()
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	s.removing.Wait()
+	return nil
+}
+
+// run is one execution's state: started (start), served (serve) and
+// removed (cleanup). A pooled run is started ahead of its request and
+// dispatched to one (dispatch).
 type run struct {
 	s        *Sandbox
-	req      *host.Request
+	req      *host.Request // nil in a pooled run until dispatch
 	limits   sandbox.Limits
 	uid, gid uint32
+	release  func() // gives the outside ids back
 	// layers are Full but in psych's own benchmark (internal/layers).
 	layers layers.Set
 
@@ -402,86 +465,61 @@ type run struct {
 	netOK bool
 	// pidNS is whether the run got a pid namespace (plan).
 	pidNS bool
+	env   []string // the program's environment, as planned
+	home  string   // HOME, as the program sees it
+
+	outR, errR *os.File
+	tmp        *host.TmpfsWatch // the view's /tmp and /dev/shm
+	exited     chan struct{}    // closed once the program's end is known (start)
+	exit       reexec.Exit      // valid once exited is closed
+	reaped     chan struct{}    // closed once the init is reaped
+	reapExit   reexec.Exit      // valid once reaped is closed
+	started    time.Time
+	warmRun
 }
 
-// execute sets up, runs and tears down; every resource it creates is
-// released before it returns, on every path.
-func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
+// start sets the run up to the interpreter waiting for its start frame.
+// On error the caller still calls cleanup.
+func (r *run) start() error {
 	s := r.s
 	var err error
-	name := strconv.FormatUint(s.seq.Add(1), 10)
+	name := strconv.FormatUint(runSeq.Add(1), 10)
 	if r.dir, err = host.NewRunDir(s.cfg.TmpBase, s.owner, 0o700, s.hostUID == 0, r.uid, r.gid); err != nil {
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	// Only after every process of the run is dead (see teardown). Where
-	// the run had a pid namespace, its end killed them all, and the run
-	// directory and the run cgroup are removed side by side; else the
-	// cgroup's removal, which kills what is left, comes first.
-	defer func() {
-		var dirErr, cgErr error
-		removeCg := func() {
-			if r.cg != nil {
-				cgErr = r.cg.Remove()
-			}
-		}
-		if r.pidNS {
-			var wg sync.WaitGroup
-			wg.Go(removeCg)
-			dirErr = host.RemoveAll(r.dir)
-			wg.Wait()
-		} else {
-			removeCg()
-			dirErr = host.RemoveAll(r.dir)
-		}
-		if dirErr != nil {
-			retErr = errors.Join(retErr, fmt.Errorf("%w: %w", sandbox.ErrHostFault, dirErr))
-		}
-		switch {
-		case errors.Is(cgErr, cgroups.ErrRemoveDeferred):
-			// Emptied, and removed at the next run: the result stands.
-			s.log.Warn("psych: a run's cgroups could not be removed yet; the next run removes them", "err", cgErr)
-		case cgErr != nil:
-			retErr = errors.Join(retErr, fmt.Errorf("%w: %w", sandbox.ErrHostFault, cgErr))
-		}
-	}()
 	if s.cg != nil && r.layers.Cgroup {
 		// The init is a task of the run too: pids.max is the count plus one.
-		lim := cgroups.Limits{MemoryBytes: r.limits.MemoryBytes, Pids: int64(r.limits.ProcessCount) + 1}
-		if r.cg, err = s.cg.New(name, lim); err != nil {
-			return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+		if r.cg, err = s.cg.New(name, r.cgLimits()); err != nil {
+			return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 		}
 	}
 
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%w: wire socketpair: %w", sandbox.ErrHostFault, err)
+		return fmt.Errorf("%w: wire socketpair: %w", sandbox.ErrHostFault, err)
 	}
 	// Blocking, so a reply wakes the serving thread straight from the kernel
 	// (not through the netpoller); teardown shuts it down to unblock it.
 	r.host = os.NewFile(uintptr(fds[0]), "psych-wire-host")
 	child := os.NewFile(uintptr(fds[1]), "psych-wire-child")
-	defer r.host.Close()
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		child.Close()
-		return nil, fmt.Errorf("%w: stdout pipe: %w", sandbox.ErrHostFault, err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		child.Close()
-		outR.Close()
-		outW.Close()
-		return nil, fmt.Errorf("%w: stderr pipe: %w", sandbox.ErrHostFault, err)
-	}
-	defer outR.Close()
-	defer errR.Close()
-
-	plan, trees, err := r.plan()
-	if err != nil {
+	var outW, errW *os.File
+	closeChild := func() {
 		child.Close()
 		outW.Close()
 		errW.Close()
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	if r.outR, outW, err = os.Pipe(); err != nil {
+		closeChild()
+		return fmt.Errorf("%w: stdout pipe: %w", sandbox.ErrHostFault, err)
+	}
+	if r.errR, errW, err = os.Pipe(); err != nil {
+		closeChild()
+		return fmt.Errorf("%w: stderr pipe: %w", sandbox.ErrHostFault, err)
+	}
+	plan, trees, err := r.plan()
+	if err != nil {
+		closeChild()
+		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	opts := &reexec.Options{
 		Plan: plan, Stdout: outW, Stderr: errW, Wire: child, CgroupFD: -1,
@@ -495,40 +533,64 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 		// itself before the init forks anything.
 		if plan.CgroupTasks, err = r.cg.OpenTasks(); err != nil {
 			closeAll(trees)
-			child.Close()
-			outW.Close()
-			errW.Close()
-			return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+			closeChild()
+			return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 		}
 	}
-	started := time.Now()
+	r.started = time.Now()
 	r.proc, err = reexec.Start(opts)
 	closeAll(trees)
 	closeAll(plan.CgroupTasks)
-	child.Close()
-	outW.Close()
-	errW.Close()
+	closeChild()
 	if err != nil {
+		r.proc = nil
 		if errors.Is(err, sandbox.ErrRefused) {
-			return nil, err
+			return err
 		}
-		return nil, fmt.Errorf("%w: start the sandbox: %w", sandbox.ErrHostFault, err)
+		return fmt.Errorf("%w: start the sandbox: %w", sandbox.ErrHostFault, err)
 	}
-	// From here the init exists: every path below ends by killing the
-	// whole tree and reaping the init.
+	// From here the init exists: every path ends by killing the whole tree
+	// and reaping the init.
 	r.attest()
-	// The view's /tmp and /dev/shm, held open to be read after the run.
-	var tmp *host.TmpfsWatch
 	if plan.Root != "" {
-		tmp = host.WatchTmpfs(r.proc.InterpPID)
+		r.tmp = host.WatchTmpfs(r.proc.InterpPID)
 	}
-	defer tmp.Close()
-	var exit reexec.Exit
-	exited := make(chan struct{})
-	go func() { exit, _ = r.proc.Wait(); close(exited) }()
+	r.exited, r.reaped = make(chan struct{}), make(chan struct{})
+	go func() { r.reapExit, _ = r.proc.Wait(); close(r.reaped) }()
+	// With a pid namespace and a cgroup the run is over once the init has
+	// reported the interpreter's exit: the init's own exit kills what is
+	// left (serve kills the cgroup too), and cleanup waits for its reap.
+	// Without, only the reap says the tree is gone, and gives the usage.
+	early := r.pidNS && r.cg != nil
+	go func() {
+		if early {
+			<-r.proc.Reported()
+			if st, ok := r.proc.ReportedStatus(); ok {
+				r.exit = reexec.Exit{Status: st, Reported: true}
+				close(r.exited)
+				return
+			}
+		}
+		<-r.reaped
+		r.exit = r.reapExit
+		close(r.exited)
+	}()
+	return nil
+}
+
+// cgLimits are the run cgroup's limits; the init is one of its tasks.
+func (r *run) cgLimits() cgroups.Limits {
+	return cgroups.Limits{MemoryBytes: r.limits.MemoryBytes, Pids: int64(r.limits.ProcessCount) + 1}
+}
+
+// serve runs the program to its end: the start frame, the wire, the limits,
+// the output, the teardown of its processes.
+func (r *run) serve(ctx context.Context) (*sandbox.Result, error) {
+	s := r.s
 	setup := host.Setup{
 		Request: r.req, Wire: r.host, MaxFrame: s.cfg.MaxFrameBytes, MaxOutput: s.cfg.MaxOutputBytes,
-		Stdout: outR, Stderr: errR, Exited: exited, Kill: r.killTree, Started: started,
+		Stdout: r.outR, Stderr: r.errR, Exited: r.exited, Kill: r.killTree, Started: r.started,
+		CPUBase: r.cpuBase, SetupInPidsPeak: r.dispatched,
 	}
 	if r.cg != nil {
 		setup.Meter = r.cg
@@ -543,21 +605,92 @@ func (r *run) execute(ctx context.Context) (res *sandbox.Result, retErr error) {
 	}
 	e := host.Begin(ctx, setup)
 	cancelled := e.Supervise(ctx)
-	ru := exit.Rusage
+	if r.cg != nil {
+		r.cg.Kill() // what the init's exit has not yet taken
+	}
+	ru := r.exit.Rusage
 	usage := e.Usage(sandbox.Usage{
 		CPUSeconds:      time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds(),
 		PeakMemoryBytes: ru.Maxrss << 10,
 	}, 1) // the init is not the program's
-	r.teardown(outR, errR)
+	r.teardown()
 	e.Finish()
 	if cancelled != nil {
 		return nil, cancelled
 	}
 	iso := r.iso
 	return e.Result(host.Outcome{
-		Status: host.WaitStatus(exit.Status), Usage: usage,
-		NetworkDenied: r.netOK, Isolation: &iso, TmpFull: tmp.Full(),
+		Status: host.WaitStatus(r.exit.Status), Usage: usage,
+		NetworkDenied: r.netOK, Isolation: &iso, TmpFull: r.tmp.Full(),
 	}), nil
+}
+
+// finish removes the run after serve and joins a removal's error to serve's
+// outcome: a result stands beside a host fault of its cleanup.
+func (r *run) finish(res *sandbox.Result, err error) (*sandbox.Result, error) {
+	return res, errors.Join(err, r.cleanup())
+}
+
+// destroy kills a run that will not be served, waits for its init, and
+// removes it.
+func (r *run) destroy() {
+	if r.proc != nil {
+		r.killTree()
+		<-r.reaped
+		r.teardown()
+	}
+	if err := r.cleanup(); err != nil {
+		r.s.log.Warn("psych: removing an unserved sandbox", "err", err)
+	}
+}
+
+// cleanup removes what start made, once every process of the run is dead
+// (serve's teardown, or destroy). Where the run had a pid namespace, its
+// end killed them all, and the run directory and the run cgroup are
+// removed side by side; else the cgroup's removal, which kills what is
+// left, comes first.
+func (r *run) cleanup() error {
+	s := r.s
+	if r.reaped != nil {
+		<-r.reaped
+	}
+	for _, f := range []*os.File{r.host, r.outR, r.errR, r.netlink} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	r.tmp.Close()
+	defer r.release()
+	if r.dir == "" {
+		return nil
+	}
+	var dirErr, cgErr error
+	removeCg := func() {
+		if r.cg != nil {
+			cgErr = r.cg.Remove()
+		}
+	}
+	if r.pidNS {
+		var wg sync.WaitGroup
+		wg.Go(removeCg)
+		dirErr = host.RemoveAll(r.dir)
+		wg.Wait()
+	} else {
+		removeCg()
+		dirErr = host.RemoveAll(r.dir)
+	}
+	var err error
+	if dirErr != nil {
+		err = fmt.Errorf("%w: %w", sandbox.ErrHostFault, dirErr)
+	}
+	switch {
+	case errors.Is(cgErr, cgroups.ErrRemoveDeferred):
+		// Emptied, and removed at the next run: the result stands.
+		s.log.Warn("psych: a run's cgroups could not be removed yet; the next run removes them", "err", cgErr)
+	case cgErr != nil:
+		err = errors.Join(err, fmt.Errorf("%w: %w", sandbox.ErrHostFault, cgErr))
+	}
+	return err
 }
 
 // ready runs between the init's creation and the go-ahead: it verifies the
@@ -574,6 +707,15 @@ func (r *run) ready(initPID int, netlink *os.File) error {
 	}
 	r.iso.Network = nc
 	r.netOK = nc.Verified
+	if r.req == nil { // pooled: served only verified, checked again at dispatch
+		if !r.netOK {
+			return fmt.Errorf("the pooled sandbox's network namespace failed its check (%s)", nc.Reason)
+		}
+		if r.netlink, err = dupFile(netlink); err != nil {
+			return err
+		}
+		return nil
+	}
 	if !r.netOK {
 		if r.s.cfg.RequireNetworkDenial {
 			return fmt.Errorf("network denial is required but this run's namespace failed the check (%s): %w", nc.Reason, sandbox.ErrRefused)
@@ -600,7 +742,8 @@ func (r *run) killTree() {
 // the run is left. In the fallback it kills what is left and waits for it,
 // so that the pipes and the socket reach EOF; without a cgroup there, a
 // setsid'd straggler may hold them open, so they are closed after a grace.
-func (r *run) teardown(outR, errR *os.File) {
+func (r *run) teardown() {
+	outR, errR := r.outR, r.errR
 	if r.s.userns {
 		return
 	}

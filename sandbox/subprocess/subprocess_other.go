@@ -33,3 +33,9 @@ func (*Sandbox) CanFreeze() bool { return false }
 func (*Sandbox) Run(context.Context, sandbox.Request) (*sandbox.Result, error) {
 	return nil, errUnsupported
 }
+
+// Close is a no-op in this build.
+func (*Sandbox) Close() error { return nil }
+
+// WaitWarm returns at once in this build: no pool exists.
+func (*Sandbox) WaitWarm(context.Context) error { return nil }

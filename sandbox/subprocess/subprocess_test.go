@@ -52,3 +52,24 @@ func TestContract(t *testing.T) {
 		OneOutsideID: map[bool]string{true: "an unprivileged host has one uid to give its runs: its own"}[os.Geteuid() != 0],
 	})
 }
+
+// poolCaps are wide caps for the pooled contract suite: every case's
+// request is served warm but those that ask for more (they run cold and
+// say so).
+var poolCaps = sandbox.Limits{CPUSeconds: 60, AddressSpaceBytes: 2 << 30, MemoryBytes: 2 << 30, FileSizeBytes: 1 << 30, ProcessCount: 256, WallSeconds: 120}
+
+// TestContractPooled is the contract suite with a warm pool: a pool changes
+// when a sandbox starts, never what it is.
+func TestContractPooled(t *testing.T) {
+	requireRootPool(t)
+	contract.Run(t, contract.Backend{
+		Warm: true,
+		New: func(t *testing.T, opts contract.Options) sandbox.Sandbox {
+			s := newTestSandbox(t, Config{EnvAllowlist: opts.EnvAllowlist, Pool: &sandbox.PoolConfig{Size: 2, Caps: poolCaps}})
+			t.Cleanup(func() { s.Close() })
+			waitWarm(t, s)
+			return s
+		},
+		SandboxEnv: []string{"MALLOC_ARENA_MAX", "LC_ALL"},
+	})
+}

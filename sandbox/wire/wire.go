@@ -69,6 +69,9 @@ type Start struct {
 	// MaxFrame tells the bootstrap the cap, so an oversized result value
 	// becomes a clear failure on the child's side.
 	MaxFrame int `json:"max_frame"`
+	// Env is the program's whole environment, "NAME=value" each, which
+	// the bootstrap sets before the program's first line.
+	Env []string `json:"env,omitempty"`
 }
 
 // Call is a binding call from the program.

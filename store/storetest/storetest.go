@@ -326,7 +326,7 @@ func fullExecution() (*psych.Execution, *sandbox.Result) {
 			LandlockScoped: []string{"signal"}, SeccompDigest: "sha256:0123", Init: ps, Interpreter: ps,
 			Network: &sandbox.NetworkCheck{Verified: true, Links: []string{"lo"}, Reason: "n/a"}, Cgroup: "v2",
 			Freezable: true, PythonPath: "/usr/bin/python3", EnvKeys: []string{"HOME", "LANG", "PATH"},
-			Limits: map[string]string{"cpu": "10 11"}, RootMount: "own:tmpfs"},
+			Limits: map[string]string{"cpu": "10 11"}, RootMount: "own:tmpfs", Warm: true, AgeSeconds: 1.5, ColdReason: "no pooled sandbox was ready"},
 	}
 	return e, r
 }

@@ -76,6 +76,9 @@ type Backend struct {
 	// here (an unprivileged host has only its own): OwnOutsideIDs then
 	// checks that they share it, and that the quota crosses is no failure.
 	OneOutsideID string
+	// Warm says New's sandboxes come from a warm pool, full when New
+	// returns: every run must say it was warm, or why it ran cold.
+	Warm bool
 }
 
 // AllNamespaces are the namespaces of a fully isolated subprocess run.
@@ -151,6 +154,9 @@ func Run(t *testing.T, b Backend) {
 		{"ResultWhileCallPending", s.resultWhileCallPending},
 		{"InterruptedCall", s.interruptedCall},
 		{"OwnOutsideIDs", s.ownOutsideIDs},
+		{"RequestEnv", s.requestEnv},
+		{"NoStateAcrossRuns", s.noStateAcrossRuns},
+		{"Pool", s.pool},
 	} {
 		if len(b.Cases) > 0 && !slices.Contains(b.Cases, tc.name) {
 			continue
@@ -184,16 +190,22 @@ func (s *suite) run(t *testing.T, code string, limits sandbox.Limits, bindings s
 
 func (s *suite) runWith(t *testing.T, sb sandbox.Sandbox, code string, limits sandbox.Limits, bindings sandbox.Bindings) *sandbox.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), s.scaled(2*time.Minute))
-	defer cancel()
-	res, err := sb.Run(ctx, sandbox.Request{Code: code, Limits: limits, Bindings: bindings})
-	if err != nil {
-		t.Fatalf("Run returned a Go error for a program's outcome: %v", err)
+	return s.runReq(t, sb, sandbox.Request{Code: code, Limits: limits, Bindings: bindings})
+}
+
+// checkWarm: a pooled backend's run is warm or says why it is not; one
+// without a pool says neither.
+func (s *suite) checkWarm(t *testing.T, res *sandbox.Result) {
+	t.Helper()
+	iso := res.Isolation
+	switch {
+	case iso == nil:
+		t.Fatal("a result without an attestation")
+	case s.b.Warm && iso.Warm == (iso.ColdReason != ""):
+		t.Fatalf("a pooled backend's run: warm %v, cold reason %q; want exactly one", iso.Warm, iso.ColdReason)
+	case !s.b.Warm && (iso.Warm || iso.ColdReason != ""):
+		t.Fatalf("a backend without a pool ran warm %v, cold reason %q", iso.Warm, iso.ColdReason)
 	}
-	if res == nil {
-		t.Fatal("Run returned neither a result nor an error")
-	}
-	return res
 }
 
 func mustJSON(t *testing.T, raw json.RawMessage) any {

@@ -77,7 +77,8 @@ func (s *suite) forgedResult(t *testing.T) {
 }
 
 // withoutOutsideIDs is iso without the outside ids, which every run has of
-// its own (OwnOutsideIDs): what two runs' attestations may differ in.
+// its own (OwnOutsideIDs), and a pooled sandbox's age: what two runs'
+// attestations may differ in.
 func withoutOutsideIDs(iso *sandbox.Isolation) *sandbox.Isolation {
 	if iso == nil {
 		return nil
@@ -85,6 +86,7 @@ func withoutOutsideIDs(iso *sandbox.Isolation) *sandbox.Isolation {
 	c := *iso
 	c.UIDMap, c.GIDMap = "", ""
 	c.Init.UID, c.Init.GID, c.Interpreter.UID, c.Interpreter.GID = nil, nil, nil, nil
+	c.AgeSeconds = 0
 	return &c
 }
 

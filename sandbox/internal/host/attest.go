@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/psych-runtime/psych/sandbox"
 )
@@ -214,3 +217,56 @@ func parseRootMount(b []byte) string {
 	}
 	return root
 }
+
+// Readback reads what AttestProcesses read into iso once more, for a pooled
+// sandbox at dispatch, and names the first field that no longer reads back
+// the same; "" when all do.
+func Readback(iso *sandbox.Isolation, initPID, interpPID int, hostNS map[string]string) string {
+	var now sandbox.Isolation
+	AttestProcesses(&now, initPID, interpPID, hostNS)
+	switch {
+	case !slices.Equal(now.Namespaces, iso.Namespaces):
+		return "namespaces"
+	case now.UIDMap != iso.UIDMap || now.GIDMap != iso.GIDMap:
+		return "id maps"
+	case !reflect.DeepEqual(now.Init, iso.Init):
+		return "the init's status"
+	case !reflect.DeepEqual(now.Interpreter, iso.Interpreter):
+		return "the interpreter's status"
+	case !maps.Equal(now.Limits, iso.Limits):
+		return "rlimits"
+	case now.RootMount != iso.RootMount:
+		return "root mount"
+	}
+	return ""
+}
+
+// ProcessCPU is the CPU time pid has used (utime and stime of
+// /proc/PID/stat, its threads included).
+func ProcessCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command", pid)
+	}
+	// After the command: state is field 3, utime 14 and stime 15.
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
+// userHZ is the unit of /proc's clock ticks, fixed at 100 on Linux.
+const userHZ = 100

@@ -110,7 +110,7 @@ func (m *oomMeter) Stats() (cgroups.Stats, error) {
 func TestOOMAndResult(t *testing.T) {
 	for _, sendResult := range []bool{true, false} {
 		m := &oomMeter{}
-		req, err := Prepare(sandbox.Request{Code: "x"}, sandbox.DefaultLimits(), wire.DefaultMaxFrame)
+		req, err := Prepare(sandbox.Request{Code: "x"}, sandbox.DefaultLimits(), wire.DefaultMaxFrame, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

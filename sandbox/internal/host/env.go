@@ -38,8 +38,9 @@ func CheckAllowlist(names []string) error {
 
 // Env is the child's environment, built from nothing: the sandbox's own
 // variables (PATH leads to python's directory, then the usual ones), then
-// each allowlisted host variable that is set, with the host's value now.
-func Env(home, python string, allowlist []string) []string {
+// each allowlisted variable the request sets (req) or, failing that, the
+// host has set, with the host's value now.
+func Env(home, python string, allowlist []string, req map[string]string) []string {
 	env := []string{
 		"HOME=" + home,
 		"TMPDIR=" + home,
@@ -49,7 +50,9 @@ func Env(home, python string, allowlist []string) []string {
 		"LC_ALL=C.UTF-8",
 	}
 	for _, name := range allowlist {
-		if v, ok := os.LookupEnv(name); ok {
+		if v, ok := req[name]; ok {
+			env = append(env, name+"="+v)
+		} else if v, ok := os.LookupEnv(name); ok {
 			env = append(env, name+"="+v)
 		}
 	}

@@ -44,6 +44,9 @@ type Setup struct {
 	// runtime has several threads): the peak then comes from the host's
 	// own samples alone.
 	SetupInPidsPeak bool
+	// CPUBase is the Meter's CPU at dispatch, for a pooled sandbox: the
+	// run's CPU budget and usage count from it.
+	CPUBase time.Duration
 }
 
 // CPUPoll is how often the whole-run CPU and OOM counters are read.
@@ -233,7 +236,7 @@ func (e *Execution) Supervise(ctx context.Context) error {
 				// to the cap has hit it.
 				e.ev.OOMFired = true
 				kill()
-			case st.CPUKnown && st.CPU >= cpuLimit:
+			case st.CPUKnown && st.CPU-e.s.CPUBase >= cpuLimit:
 				e.ev.CPUFired = true
 				kill()
 			}
@@ -284,7 +287,7 @@ func (e *Execution) Usage(fallback sandbox.Usage, ownTasks int64) *sandbox.Usage
 	}
 	e.Sample(&st)
 	if st.CPUKnown {
-		u.CPUSeconds = st.CPU.Seconds()
+		u.CPUSeconds = max(st.CPU-e.s.CPUBase, 0).Seconds()
 	}
 	if st.MemoryPeakKnown {
 		u.PeakMemoryBytes = st.MemoryPeak

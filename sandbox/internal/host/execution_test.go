@@ -39,7 +39,12 @@ func (m fakeMeter) Stats() (cgroups.Stats, error) {
 
 func begin(t *testing.T, ctx context.Context, limits sandbox.Limits, meter Meter) (*Execution, *fakeRun) {
 	t.Helper()
-	req, err := Prepare(sandbox.Request{Code: "x", Limits: limits}, sandbox.DefaultLimits(), wire.DefaultMaxFrame)
+	return beginBase(t, ctx, limits, meter, 0)
+}
+
+func beginBase(t *testing.T, ctx context.Context, limits sandbox.Limits, meter Meter, base time.Duration) (*Execution, *fakeRun) {
+	t.Helper()
+	req, err := Prepare(sandbox.Request{Code: "x", Limits: limits}, sandbox.DefaultLimits(), wire.DefaultMaxFrame, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +55,7 @@ func begin(t *testing.T, ctx context.Context, limits sandbox.Limits, meter Meter
 	}()
 	s := Setup{Request: req, Wire: hostEnd, MaxFrame: wire.DefaultMaxFrame, MaxOutput: 1 << 20,
 		Stdout: strings.NewReader(""), Stderr: strings.NewReader(""),
-		Exited: f.exited, Kill: f.kill, Started: time.Now()}
+		Exited: f.exited, Kill: f.kill, Started: time.Now(), CPUBase: base}
 	if meter != nil {
 		s.Meter = meter
 	}
@@ -87,6 +92,22 @@ func TestSuperviseCPU(t *testing.T) {
 	res := e.Result(Outcome{Status: ExitStatus{Signal: sigKILL}})
 	if f.kills == 0 || res.LimitHit != sandbox.LimitCPUSeconds || res.LimitSource != sandbox.SourceHost {
 		t.Fatalf("kills %d, result %+v", f.kills, res)
+	}
+}
+
+// TestSuperviseCPUFromBase: a pooled sandbox's CPU budget and usage count
+// from its baseline at dispatch: 2.5 s used of which 2 s before dispatch
+// is within a 1 s budget, and the usage is 0.5 s.
+func TestSuperviseCPUFromBase(t *testing.T) {
+	e, f := beginBase(t, context.Background(), sandbox.Limits{CPUSeconds: 1, WallSeconds: 0.3}, fakeMeter{cpu: 2500 * time.Millisecond}, 2*time.Second)
+	if err := e.Supervise(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	u := e.Usage(sandbox.Usage{}, 0)
+	e.Finish()
+	res := e.Result(Outcome{Status: ExitStatus{Signal: sigKILL}, Usage: u})
+	if f.kills == 0 || res.LimitHit != sandbox.LimitWallSeconds || u.CPUSeconds != 0.5 {
+		t.Fatalf("kills %d, limit %q, cpu %v; want the wall limit and 0.5 s from the baseline", f.kills, res.LimitHit, u.CPUSeconds)
 	}
 }
 

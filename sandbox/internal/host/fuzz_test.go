@@ -404,7 +404,7 @@ func fuzzServeOne(t *testing.T, data []byte) {
 	goroutines, fds := runtime.NumGoroutine(), fzOpenFDs()
 
 	req, err := Prepare(sandbox.Request{Code: "x", Bindings: fzBindings{maxFrame: s.maxFrame}, Limits: sandbox.Limits{WallSeconds: 3600}},
-		sandbox.DefaultLimits(), s.maxFrame)
+		sandbox.DefaultLimits(), s.maxFrame, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

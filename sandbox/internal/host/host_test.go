@@ -37,10 +37,40 @@ func TestCapture(t *testing.T) {
 	}
 }
 
+// TestRequestEnv: a request's variable takes the host's place, one off the
+// allowlist or with a NUL is refused, and the start frame carries the env.
+func TestRequestEnv(t *testing.T) {
+	t.Setenv("PSYCH_HOST_TEST_A", "host")
+	allow := []string{"PSYCH_HOST_TEST_A", "PSYCH_HOST_TEST_B"}
+	env := Env("/tmp", "/usr/bin/python3", allow, map[string]string{"PSYCH_HOST_TEST_A": "req", "PSYCH_HOST_TEST_B": ""})
+	if !slices.Contains(env, "PSYCH_HOST_TEST_A=req") || !slices.Contains(env, "PSYCH_HOST_TEST_B=") || slices.Contains(env, "PSYCH_HOST_TEST_A=host") {
+		t.Fatalf("env %q: want the request's values over the host's", env)
+	}
+	for _, bad := range []map[string]string{{"PSYCH_HOST_TEST_C": "x"}, {"PSYCH_HOST_TEST_A": "a\x00b"}, {"PSYCH_HOST_TEST_A": "\xff"}} {
+		if _, err := Prepare(sandbox.Request{Code: "1", Env: bad}, sandbox.DefaultLimits(), 4096, allow); !errors.Is(err, sandbox.ErrInvalidRequest) {
+			t.Errorf("env %q: %v, want ErrInvalidRequest", bad, err)
+		}
+	}
+	r, err := Prepare(sandbox.Request{Code: "1", Env: map[string]string{"PSYCH_HOST_TEST_B": "v"}}, sandbox.DefaultLimits(), 4096, allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetStart([]string{"PSYCH_HOST_TEST_B=v"}); err != nil {
+		t.Fatal(err)
+	}
+	var st wire.Start
+	if err := json.Unmarshal(r.Start, &st); err != nil || !slices.Equal(st.Env, []string{"PSYCH_HOST_TEST_B=v"}) {
+		t.Fatalf("start %s (%v): want the env", r.Start, err)
+	}
+	if err := r.SetStart([]string{strings.Repeat("x", 5000)}); !errors.Is(err, sandbox.ErrInvalidRequest) {
+		t.Fatalf("an env past the frame cap: %v, want ErrInvalidRequest", err)
+	}
+}
+
 func TestEnv(t *testing.T) {
 	t.Setenv("PSYCH_HOST_TEST_ALLOWED", "yes")
 	t.Setenv("PSYCH_HOST_TEST_SECRET", "no")
-	env := Env("/tmp", "/usr/bin/python3", []string{"PSYCH_HOST_TEST_ALLOWED", "PSYCH_HOST_TEST_UNSET"})
+	env := Env("/tmp", "/usr/bin/python3", []string{"PSYCH_HOST_TEST_ALLOWED", "PSYCH_HOST_TEST_UNSET"}, nil)
 	var names []string
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
@@ -79,7 +109,7 @@ func (b echoBindings) Call(ctx context.Context, name string, args json.RawMessag
 
 func TestPrepare(t *testing.T) {
 	d := sandbox.DefaultLimits().Merge(sandbox.DefaultLimits())
-	r, err := Prepare(sandbox.Request{Code: "1", Bindings: echoBindings{}, Limits: sandbox.Limits{WallSeconds: 2}}, d, 4096)
+	r, err := Prepare(sandbox.Request{Code: "1", Bindings: echoBindings{}, Limits: sandbox.Limits{WallSeconds: 2}}, d, 4096, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +126,7 @@ func TestPrepare(t *testing.T) {
 		"bad limit":     {Code: "1", Limits: sandbox.Limits{WallSeconds: -1}},
 		"reserved name": {Code: "1", Bindings: reservedBindings{}},
 	} {
-		if _, err := Prepare(req, d, 4096); !errors.Is(err, sandbox.ErrInvalidRequest) {
+		if _, err := Prepare(req, d, 4096, nil); !errors.Is(err, sandbox.ErrInvalidRequest) {
 			t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
 		}
 	}
@@ -109,7 +139,7 @@ func (reservedBindings) List() []sandbox.Binding { return []sandbox.Binding{{Nam
 // serve runs a Server against frames the test writes as the program.
 func serve(t *testing.T, b sandbox.Bindings, program func(enc *wire.Encoder, dec *wire.Decoder, raw net.Conn)) *Server {
 	t.Helper()
-	req, err := Prepare(sandbox.Request{Code: "x", Bindings: b}, sandbox.DefaultLimits(), wire.DefaultMaxFrame)
+	req, err := Prepare(sandbox.Request{Code: "x", Bindings: b}, sandbox.DefaultLimits(), wire.DefaultMaxFrame, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

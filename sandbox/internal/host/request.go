@@ -2,6 +2,8 @@ package host
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
@@ -21,17 +23,25 @@ type Request struct {
 	Limits sandbox.Limits
 	// Decls are the bindings the program is offered, validated.
 	Decls []sandbox.Binding
-	// Start is the start frame's body.
+	// Env are the request's variables, each on the allowlist.
+	Env map[string]string
+	// Start is the start frame's body: with no environment until SetStart.
 	Start []byte
+
+	maxFrame int
 }
 
-// Prepare validates req against a backend's merged defaults and frame cap.
-// Every error wraps sandbox.ErrInvalidRequest.
-func Prepare(req sandbox.Request, defaults sandbox.Limits, maxFrame int) (*Request, error) {
-	r := &Request{ID: req.ID, Code: req.Code, Network: req.Network, Bindings: req.Bindings, Limits: req.Limits.Merge(defaults)}
+// Prepare validates req against a backend's merged defaults, frame cap and
+// environment allowlist. Every error wraps sandbox.ErrInvalidRequest.
+func Prepare(req sandbox.Request, defaults sandbox.Limits, maxFrame int, allowlist []string) (*Request, error) {
+	r := &Request{ID: req.ID, Code: req.Code, Network: req.Network, Bindings: req.Bindings, Limits: req.Limits.Merge(defaults), maxFrame: maxFrame}
 	if err := r.Limits.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkEnv(req.Env, allowlist); err != nil {
+		return nil, err
+	}
+	r.Env = req.Env
 	if r.ID == "" {
 		r.ID = ulid.Make().String()
 	} else if err := sandbox.CheckID(r.ID); err != nil {
@@ -52,4 +62,44 @@ func Prepare(req sandbox.Request, defaults sandbox.Limits, maxFrame int) (*Reque
 	}
 	r.Start = start
 	return r, nil
+}
+
+// SetStart makes the start frame carry the program's whole environment.
+func (r *Request) SetStart(env []string) error {
+	start, err := wire.Marshal(&wire.Start{V: wire.Version, Code: r.Code, Bindings: r.Decls, MaxFrame: r.maxFrame, Env: env})
+	if err != nil || len(start) > r.maxFrame {
+		return fmt.Errorf("code, bindings and environment exceed the %d-byte frame cap: %w", r.maxFrame, sandbox.ErrInvalidRequest)
+	}
+	r.Start = start
+	return nil
+}
+
+// checkEnv refuses a variable whose name is not on the allowlist, or whose
+// value is not UTF-8 or holds a NUL.
+func checkEnv(env map[string]string, allowlist []string) error {
+	for name, v := range env {
+		if !slices.Contains(allowlist, name) {
+			return fmt.Errorf("env %q is not on the sandbox's env allowlist: %w", name, sandbox.ErrInvalidRequest)
+		}
+		if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+			return fmt.Errorf("env %q: the value is not UTF-8 without NUL: %w", name, sandbox.ErrInvalidRequest)
+		}
+	}
+	return nil
+}
+
+// ColdReason says why a warm pool started at caps cannot serve r, as
+// Isolation.ColdReason reports it: the network granted, a limit above its
+// cap, or a stack_bytes other than the pool's (glibc sizes thread stacks
+// from RLIMIT_STACK as the interpreter starts); "" when it can.
+func ColdReason(r *Request, caps sandbox.Limits) string {
+	switch n := r.Limits.Above(caps); {
+	case r.Network:
+		return "the request grants the network"
+	case n == "stack_bytes":
+		return "stack_bytes other than the pool's"
+	case n != "":
+		return string(n) + " above the pool's cap"
+	}
+	return ""
 }

@@ -1,0 +1,34 @@
+package sandbox
+
+import "testing"
+
+// TestPoolCaps: Validate merges the caps with the defaults and refuses bad
+// sizes; Above names the first limit a pool cannot serve.
+func TestPoolCaps(t *testing.T) {
+	d := DefaultLimits()
+	caps, err := PoolConfig{Size: 2, Caps: Limits{CPUSeconds: 30}}.Validate(d)
+	if err != nil || caps.CPUSeconds != 30 || caps.AddressSpaceBytes != d.AddressSpaceBytes {
+		t.Fatalf("caps %+v, %v", caps, err)
+	}
+	for _, bad := range []PoolConfig{{Size: 0}, {Size: 2000}, {Size: 1, MaxAge: -1}, {Size: 1, Caps: Limits{StackBytes: 1}}} {
+		if _, err := bad.Validate(d); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+	for _, tc := range []struct {
+		l    Limits
+		want LimitName
+	}{
+		{Limits{}, ""},
+		{Limits{CPUSeconds: 31}, LimitCPUSeconds},
+		{Limits{ProcessCount: 65}, LimitProcessCount},
+		{Limits{AddressSpaceBytes: 64 << 20, MemoryBytes: 64 << 20}, ""},
+		{Limits{StackBytes: 8 << 20}, "stack_bytes"},
+		{Limits{StackBytes: 1 << 20}, "stack_bytes"},
+		{Limits{WallSeconds: 3600}, ""},
+	} {
+		if got := tc.l.Merge(d).Above(caps); got != tc.want {
+			t.Errorf("%+v: Above %q, want %q", tc.l, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,396 @@
+//go:build linux && cgo
+
+package subprocess
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/psych-runtime/psych/internal/reexec"
+	"github.com/psych-runtime/psych/netns"
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+// newPooled is a Sandbox with a pool of size, full when it returns.
+func newPooled(t *testing.T, size int, cfg Config) *Sandbox {
+	t.Helper()
+	requireRootPool(t)
+	if cfg.Pool == nil {
+		cfg.Pool = &sandbox.PoolConfig{Size: size, Caps: sandbox.Limits{CPUSeconds: 30, ProcessCount: 128}}
+	}
+	s := newTestSandbox(t, cfg)
+	t.Cleanup(func() { s.Close() })
+	waitWarm(t, s)
+	return s
+}
+
+// newHooked is a Sandbox whose pool (pc) starts after set has set its
+// hooks, so that no fill reads them while they change.
+func newHooked(t *testing.T, pc sandbox.PoolConfig, set func(h *hooks)) *Sandbox {
+	t.Helper()
+	requireRootPool(t)
+	s := newTestSandbox(t, Config{})
+	set(&s.hooks)
+	s.cfg.Pool = &pc
+	if err := s.startPool(pc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func waitWarm(t *testing.T, s *Sandbox) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.WaitWarm(ctx); err != nil {
+		t.Fatalf("WaitWarm: %v", err)
+	}
+}
+
+func requireRootPool(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a pool needs a run cgroup and a range of outside ids: root")
+	}
+}
+
+func runReq(t *testing.T, s *Sandbox, req sandbox.Request) *sandbox.Result {
+	t.Helper()
+	res, err := s.Run(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return res
+}
+
+func wantWarm(t *testing.T, res *sandbox.Result) {
+	t.Helper()
+	if res.Isolation == nil || !res.Isolation.Warm || res.Isolation.ColdReason != "" {
+		t.Fatalf("want a warm run, got isolation %+v", res.Isolation)
+	}
+}
+
+// TestPoolRefusedWithoutItsNeeds: a pool needs a range of outside ids.
+func TestPoolRefusedWithoutItsNeeds(t *testing.T) {
+	requireRootPool(t)
+	_, err := New(Config{PythonBin: testPython(), RunAs: SingleID(65534, 65534), Pool: &sandbox.PoolConfig{Size: 1}})
+	if !errors.Is(err, sandbox.ErrInvalidConfig) {
+		t.Fatalf("a pool with one outside id: %v, want ErrInvalidConfig", err)
+	}
+	_, err = New(Config{PythonBin: testPython(), Pool: &sandbox.PoolConfig{Size: 0}})
+	if !errors.Is(err, sandbox.ErrInvalidConfig) {
+		t.Fatalf("a pool of 0: %v, want ErrInvalidConfig", err)
+	}
+}
+
+// TestPoolNoStateAcrossRuns: what one run leaves (a /tmp file, the
+// environment, sys.modules, builtins, an open fd, a lingering child) is not
+// in the next one, and the pooled sandboxes are gone after Close.
+func TestPoolNoStateAcrossRuns(t *testing.T) {
+	t.Setenv("PSYCH_POOL_VAR", "host")
+	s := newPooled(t, 2, Config{EnvAllowlist: []string{"PSYCH_POOL_VAR"}})
+	leave := `
+import os, sys, builtins, subprocess
+open('/tmp/marker', 'w').write('x')
+os.environ['PSYCH_POOL_LEFT'] = '1'
+sys.modules['psych_pool_left'] = sys
+builtins.psych_pool_left = 1
+fd = os.open('/tmp/marker', os.O_RDONLY)
+os.dup2(fd, 50, inheritable=True)
+subprocess.Popen(['sleep', '30'], start_new_session=True, pass_fds=(50,))
+os.environ['PSYCH_POOL_VAR']
+`
+	res := runReq(t, s, sandbox.Request{Code: leave, Env: map[string]string{"PSYCH_POOL_VAR": "first"}})
+	wantWarm(t, res)
+	if res.Failure != nil || string(res.Value) != `"first"` {
+		t.Fatalf("first run: %s %+v %s", res.Value, res.Failure, res.Stderr)
+	}
+	check := `
+import os, sys, builtins
+left = []
+if os.path.exists('/tmp/marker'): left.append('tmp')
+if 'PSYCH_POOL_LEFT' in os.environ: left.append('env')
+if 'psych_pool_left' in sys.modules: left.append('modules')
+if hasattr(builtins, 'psych_pool_left'): left.append('builtins')
+try:
+    os.fstat(50)
+    left.append('fd')
+except OSError:
+    pass
+for p in os.listdir('/proc'):
+    if p.isdigit():
+        try:
+            if b'sleep' in open('/proc/%s/cmdline' % p, 'rb').read(): left.append('child')
+        except OSError:
+            pass
+[left, os.environ.get('PSYCH_POOL_VAR')]
+`
+	for i, want := range []string{"host", "second"} {
+		req := sandbox.Request{Code: check}
+		if want != "host" {
+			req.Env = map[string]string{"PSYCH_POOL_VAR": want}
+		}
+		waitWarm(t, s)
+		res = runReq(t, s, req)
+		wantWarm(t, res)
+		var got []any
+		if err := json.Unmarshal(res.Value, &got); err != nil || res.Failure != nil {
+			t.Fatalf("run %d: %s %+v %s", i+2, res.Value, res.Failure, res.Stderr)
+		}
+		if left := got[0].([]any); len(left) > 0 || got[1] != want {
+			t.Errorf("run %d saw %v left behind and PSYCH_POOL_VAR=%v; want nothing and %q", i+2, left, got[1], want)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Run(context.Background(), sandbox.Request{Code: "1"}); !errors.Is(err, sandbox.ErrClosed) {
+		t.Fatalf("Run after Close: %v, want ErrClosed", err)
+	}
+	assertNothingLeft(t, s)
+}
+
+// assertNothingLeft: no run directory and no run cgroup of this process
+// remains.
+func assertNothingLeft(t *testing.T, s *Sandbox) {
+	t.Helper()
+	if left := append(ownedBy(s.cfg.TmpBase, os.Getpid()), runCgroupsOf(s, os.Getpid())...); len(left) > 0 {
+		t.Errorf("left after Close: %v", left)
+	}
+}
+
+// TestPoolHostKilled: a host killed with a full pool takes the pooled
+// sandboxes' processes with it, and the next construction removes their
+// directories and cgroups.
+func TestPoolHostKilled(t *testing.T) {
+	requireRootPool(t)
+	probe := newTestSandbox(t, Config{})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "PSYCH_TEST_POOL_HOST=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		t.Fatalf("the pool host said %q (%v)", line, err)
+	}
+	pid := cmd.Process.Pid
+	dirs, cgs := ownedBy(probe.cfg.TmpBase, pid), runCgroupsOf(probe, pid)
+	if len(dirs) != 2 || len(cgs) != 2*len(probe.cg.Parents()) {
+		t.Fatalf("a pool of 2 has run dirs %v and cgroups %v", dirs, cgs)
+	}
+	tasks := func() int {
+		n := 0
+		for _, cg := range cgs {
+			b, _ := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
+			n += len(strings.Fields(string(b)))
+		}
+		return n
+	}
+	if tasks() == 0 {
+		t.Fatal("the pooled sandboxes' cgroups hold no process")
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	for deadline := time.Now().Add(5 * time.Second); tasks() > 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := tasks(); n > 0 {
+		t.Fatalf("%d processes of the dead host's pool outlived it", n)
+	}
+	newTestSandbox(t, Config{}) // construction cleans up after dead hosts
+	for _, p := range append(dirs, cgs...) {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("left behind by the dead host's pool: %s", p)
+		}
+	}
+}
+
+// poolHost is TestPoolHostKilled's host: a full pool of 2, then it waits
+// to be killed.
+func poolHost() {
+	s, err := New(Config{PythonBin: testPython(), Pool: &sandbox.PoolConfig{Size: 2}})
+	if err == nil {
+		err = s.WaitWarm(context.Background())
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println("ready")
+	select {}
+}
+
+// TestPoolLimitsFromDispatch: a pooled sandbox that burnt CPU and waited
+// past the wall limit before dispatch still gives its request its whole CPU
+// budget (from dispatch) and wall budget, and usage counts from dispatch.
+func TestPoolLimitsFromDispatch(t *testing.T) {
+	requireRootPool(t)
+	burn := "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\n"
+	pooled := make(chan *run, 4)
+	s := newHooked(t, sandbox.PoolConfig{Size: 1, Caps: sandbox.Limits{CPUSeconds: 30}}, func(h *hooks) {
+		h.poolPlan = func(p *reexec.Plan) {
+			for i, a := range p.Args {
+				if a == "-c" {
+					p.Args[i+1] = burn + p.Args[i+1]
+					break
+				}
+			}
+		}
+		h.pooled = func(r *run) { pooled <- r }
+	})
+	waitWarm(t, s)
+	r := <-pooled
+	// A wall budget wide enough for 1 s of CPU on a loaded 2-CPU machine,
+	// and a wait past it before dispatch.
+	const wall = 4.0
+	time.Sleep(time.Duration((wall + 0.5) * float64(time.Second)))
+	st, err := r.cg.Stats()
+	if err != nil || st.CPU < 500*time.Millisecond {
+		t.Fatalf("the pooled sandbox burnt %v (%v) before dispatch, want >= 0.5 s", st.CPU, err)
+	}
+	res := runReq(t, s, sandbox.Request{Code: "while True: pass", Limits: sandbox.Limits{CPUSeconds: 1, WallSeconds: wall}})
+	wantWarm(t, res)
+	if res.LimitHit != sandbox.LimitCPUSeconds {
+		t.Fatalf("limit_hit %q, want cpu_seconds (usage %+v, duration %v)", res.LimitHit, res.Usage, res.Duration)
+	}
+	if c := res.Usage.CPUSeconds; c < 0.9 || c > 1.1 {
+		t.Errorf("usage cpu %.3f s, want 1.0 ± 0.1 counted from dispatch", c)
+	}
+	if res.Duration >= time.Duration(wall*float64(time.Second)) {
+		t.Errorf("duration %v: the wall clock ran before dispatch", res.Duration)
+	}
+	if res.Usage.PeakProcesses != 1 {
+		t.Errorf("peak processes %d, want 1", res.Usage.PeakProcesses)
+	}
+	if res.Usage.PeakMemoryBytes <= 0 || res.Usage.PeakMemoryBytes > 64<<20 {
+		t.Errorf("peak memory %d, want the run's own", res.Usage.PeakMemoryBytes)
+	}
+}
+
+// TestPoolPerRequestLimits: a pool started at wide caps gives each request
+// exactly its own rlimits and cgroup limits.
+func TestPoolPerRequestLimits(t *testing.T) {
+	s := newPooled(t, 1, Config{})
+	mem := `
+import resource
+got = [resource.getrlimit(resource.RLIMIT_AS)[0]]
+try:
+    b = bytearray(80 << 20)
+    got.append('ok')
+except MemoryError:
+    got.append('MemoryError')
+got
+`
+	res := runReq(t, s, sandbox.Request{Code: mem, Limits: sandbox.Limits{AddressSpaceBytes: 64 << 20}})
+	wantWarm(t, res)
+	if string(res.Value) != fmt.Sprintf(`[%d,"MemoryError"]`, 64<<20) {
+		t.Errorf("with address_space_bytes 64 MiB: %s %+v; want RLIMIT_AS 64 MiB and a MemoryError at 80 MiB", res.Value, res.Failure)
+	}
+	threads := `
+import threading
+ev = threading.Event()
+n = 0
+for _ in range(10):
+    try:
+        threading.Thread(target=ev.wait).start()
+        n += 1
+    except RuntimeError:
+        break
+ev.set()
+n
+`
+	waitWarm(t, s)
+	res = runReq(t, s, sandbox.Request{Code: threads, Limits: sandbox.Limits{ProcessCount: 4}})
+	wantWarm(t, res)
+	if string(res.Value) != "3" || res.Failure != nil {
+		t.Errorf("with process_count 4: %s threads beside the main one (%+v), want 3", res.Value, res.Failure)
+	}
+}
+
+// TestPoolMaxAge: a pooled sandbox older than MaxAge is destroyed unused
+// and replaced; the one served is younger.
+func TestPoolMaxAge(t *testing.T) {
+	requireRootPool(t)
+	pooled := make(chan *run, 64)
+	s := newHooked(t, sandbox.PoolConfig{Size: 1, MaxAge: 300 * time.Millisecond}, func(h *hooks) {
+		h.pooled = func(r *run) {
+			select {
+			case pooled <- r:
+			default:
+			}
+		}
+	})
+	waitWarm(t, s)
+	time.Sleep(time.Second)
+	waitWarm(t, s)
+	res := runReq(t, s, sandbox.Request{Code: "1"})
+	wantWarm(t, res)
+	if res.Isolation.AgeSeconds >= 0.3 {
+		t.Errorf("served at age %.3f s, past MaxAge", res.Isolation.AgeSeconds)
+	}
+	if n := len(pooled); n < 2 {
+		t.Errorf("%d sandboxes were started in a second with MaxAge 300 ms; want the expired one replaced", n)
+	}
+	for len(pooled) > 1 {
+		if r := <-pooled; r.dir != "" {
+			if _, err := os.Stat(r.dir); err == nil {
+				t.Errorf("an expired sandbox's directory %s is still there", r.dir)
+			}
+		}
+	}
+}
+
+// TestPoolNetnsCheckedAtDispatch: a pooled sandbox whose network namespace
+// gains a link before dispatch is not served: the run goes cold, says why,
+// and is still denied the network.
+func TestPoolNetnsCheckedAtDispatch(t *testing.T) {
+	s := newHooked(t, sandbox.PoolConfig{Size: 1}, func(h *hooks) {
+		h.atDispatch = func(fd int) error { return netns.AddDummy(fd, "dummy0") }
+	})
+	waitWarm(t, s)
+	res := runReq(t, s, sandbox.Request{Code: "1"})
+	if res.Isolation.Warm || !strings.Contains(res.Isolation.ColdReason, "network") || !res.NetworkDenied {
+		t.Fatalf("a pooled sandbox with a link served: warm %v, cold reason %q, network denied %v", res.Isolation.Warm, res.Isolation.ColdReason, res.NetworkDenied)
+	}
+}
+
+// TestPoolColdReasons: what the pool cannot serve runs cold and says so.
+func TestPoolColdReasons(t *testing.T) {
+	s := newPooled(t, 1, Config{})
+	for _, tc := range []struct {
+		req  sandbox.Request
+		want string
+	}{
+		{sandbox.Request{Code: "1", Limits: sandbox.Limits{CPUSeconds: 60}}, "cpu_seconds above the pool's cap"},
+		{sandbox.Request{Code: "1", Network: true}, "the request grants the network"},
+	} {
+		res := runReq(t, s, tc.req)
+		if res.Isolation.Warm || res.Isolation.ColdReason != tc.want || res.Failure != nil {
+			t.Errorf("%+v: warm %v, cold reason %q, failure %+v; want cold because %q", tc.req.Limits, res.Isolation.Warm, res.Isolation.ColdReason, res.Failure, tc.want)
+		}
+	}
+	res := runReq(t, s, sandbox.Request{Code: "1"})
+	wantWarm(t, res)
+	if res.Isolation.AgeSeconds <= 0 {
+		t.Errorf("age %v, want > 0", res.Isolation.AgeSeconds)
+	}
+}
