@@ -286,6 +286,10 @@ func (r *Run) CPU() (time.Duration, error) { return r.cpu() }
 // Stats reads what the run has consumed so far.
 func (r *Run) Stats() (Stats, error) { return r.stats() }
 
+// Events reads Stats' two event counters alone, OOMKills and
+// PidsMaxEvents: fewer files than Stats.
+func (r *Run) Events() (oomKills, pidsMax int64, err error) { return r.events() }
+
 // Kill sends SIGKILL to every process of the run, those that left the
 // process tree (setsid, double fork) included, with cgroup.kill where the
 // unified hierarchy is mounted; it does not wait for them to exit (Remove

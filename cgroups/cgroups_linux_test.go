@@ -474,6 +474,9 @@ func TestMemoryLimitOOM(t *testing.T) {
 		if s.OOMKills < 1 {
 			t.Errorf("OOMKills %d, want >= 1", s.OOMKills)
 		}
+		if oom, _, err := r.Events(); err != nil || oom != s.OOMKills {
+			t.Errorf("Events: %d OOM kills (%v), Stats %d", oom, err, s.OOMKills)
+		}
 		if s.MemoryPeakKnown && (s.MemoryPeak > limit || s.MemoryPeak < limit/2) {
 			t.Errorf("memory peak %d, want in [%d, %d]", s.MemoryPeak, limit/2, limit)
 		}
@@ -505,6 +508,9 @@ func TestPidsLimit(t *testing.T) {
 			return s.PidsMaxEvents > 0
 		})
 		t.Logf("stats %+v", s)
+		if _, n, err := r.Events(); err != nil || n < s.PidsMaxEvents {
+			t.Errorf("Events: %d refused forks (%v), Stats %d before", n, err, s.PidsMaxEvents)
+		}
 		if s.PidsCurrent > limit || s.PidsCurrent < 2 {
 			t.Errorf("pids current %d, want 2..%d", s.PidsCurrent, limit)
 		}

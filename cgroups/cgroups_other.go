@@ -46,5 +46,6 @@ func (r *run) thaw() error                    { return ErrUnavailable }
 func (r *run) remove() error                  { return nil }
 func (r *run) setLimitsLive(Limits) error     { return ErrUnavailable }
 func (r *run) resetPeaks() error              { return ErrUnavailable }
+func (r *run) events() (int64, int64, error)  { return 0, 0, ErrUnavailable }
 
 func open(int) (*Run, error) { return nil, ErrUnavailable }

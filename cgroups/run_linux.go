@@ -363,7 +363,7 @@ func (r *run) stats() (Stats, error) {
 		if s.MemoryPeak, s.MemoryPeakKnown, err = r.memoryPeakV2(optional); err != nil {
 			return wrap(err)
 		}
-		if s.OOMKills, err = readKeyed(filepath.Join(r.mem, "memory.events"), "oom_kill"); err != nil {
+		if s.OOMKills, err = r.oomKills(); err != nil {
 			return wrap(err)
 		}
 	} else if r.mem != "" {
@@ -374,16 +374,8 @@ func (r *run) stats() (Stats, error) {
 			return wrap(err)
 		}
 		s.MemoryPeakKnown = true
-		b, err := os.ReadFile(filepath.Join(r.mem, "memory.oom_control"))
-		if err != nil {
+		if s.OOMKills, err = r.oomKills(); err != nil {
 			return wrap(err)
-		}
-		var ok bool
-		if s.OOMKills, ok = keyed(b, "oom_kill"); !ok {
-			// Before Linux 4.13: the limit's hit count stands in.
-			if s.OOMKills, err = readInt(filepath.Join(r.mem, "memory.failcnt")); err != nil {
-				return wrap(err)
-			}
 		}
 	}
 	if r.pids != "" {
@@ -401,6 +393,40 @@ func (r *run) stats() (Stats, error) {
 		}
 	}
 	return s, nil
+}
+
+// oomKills reads the OOM kills (see Stats.OOMKills); 0 without memory.
+func (r *run) oomKills() (int64, error) {
+	switch {
+	case r.memV2:
+		return readKeyed(filepath.Join(r.mem, "memory.events"), "oom_kill")
+	case r.mem == "":
+		return 0, nil
+	}
+	b, err := os.ReadFile(filepath.Join(r.mem, "memory.oom_control"))
+	if err != nil {
+		return 0, err
+	}
+	if n, ok := keyed(b, "oom_kill"); ok {
+		return n, nil
+	}
+	// Before Linux 4.13: the limit's hit count stands in.
+	return readInt(filepath.Join(r.mem, "memory.failcnt"))
+}
+
+func (r *run) events() (oomKills, pidsMax int64, err error) {
+	if err := r.live(); err != nil {
+		return 0, 0, fmt.Errorf("read run events: %w", err)
+	}
+	if oomKills, err = r.oomKills(); err != nil {
+		return 0, 0, fmt.Errorf("read run events: %w", err)
+	}
+	if r.pids != "" {
+		if pidsMax, err = readKeyed(filepath.Join(r.pids, "pids.events"), "max"); err != nil {
+			return 0, 0, fmt.Errorf("read run events: %w", err)
+		}
+	}
+	return oomKills, pidsMax, nil
 }
 
 func (r *run) kill() error {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -22,7 +23,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var cfg bench.Config
 	var asJSON bool
-	var program, engines string
+	var program, engines, pools string
 	fs.IntVar(&cfg.Runs, "runs", 50, "measured executions per row, after the warm-up")
 	fs.IntVar(&cfg.Warmup, "warmup", 3, "unmeasured executions per row first")
 	fs.StringVar(&cfg.Python, "python", "/usr/bin/python3", "the interpreter (named: the bench measures psych, not a shim)")
@@ -30,6 +31,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Image, "image", "", "the containers' image; empty leaves the engine rows out (make image builds localhost/psych-python:3.11)")
 	fs.StringVar(&engines, "engines", "containerd,podman,docker", "the engines to measure, where reachable")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&pools, "pool", "", "measure warm pools of these sizes (comma-separated, such as 2,8) beside the cold run, instead of the layers")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -37,7 +39,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if fs.NArg() != 0 || cfg.Runs <= 0 {
-		fmt.Fprint(stderr, "usage: psych bench [--runs N] [--json] [--python PATH] [--program FILE] [--image REF]\n")
+		fmt.Fprint(stderr, "usage: psych bench [--runs N] [--json] [--python PATH] [--program FILE] [--image REF] [--pool N,...]\n")
 		return exitUsage
 	}
 	if program != "" {
@@ -47,6 +49,17 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		cfg.Program = code
+	}
+	for _, p := range strings.Split(pools, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			fmt.Fprintf(stderr, "psych bench: --pool %q: want sizes of 1 or more\n", pools)
+			return exitUsage
+		}
+		cfg.Pools = append(cfg.Pools, n)
 	}
 	for _, e := range strings.Split(engines, ",") {
 		if e = strings.TrimSpace(e); e != "" {

@@ -151,3 +151,67 @@ func TestBenchLayers(t *testing.T) {
 		t.Fatalf("CI has containerd and the image, but the bench left its row out: %v", raw.Notes)
 	}
 }
+
+// TestBenchPool: psych bench --pool 2 --runs 3 --json gives the pool rows
+// in order with the documented fields; the pooled rows' runs were warm,
+// the cold ones not, and the saturation rows carry executions per second.
+// With the image, containerd's cold and pooled rows too. Timings are not
+// checked.
+func TestBenchPool(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a pool needs a run cgroup and a range of outside ids: root (CI is root)")
+	}
+	image := os.Getenv("PSYCH_TEST_IMAGE")
+	if image == "" {
+		image = "localhost/psych-python:3.11"
+	}
+	out, errOut, code := cli(t, "", "bench", "--pool", "2", "--runs", "3", "--warmup", "0", "--json", "--python", testPython(), "--image", image, "--engines", "containerd")
+	if code != 0 {
+		t.Fatalf("psych bench --pool: exit %d\n%s", code, errOut)
+	}
+	var rep struct {
+		Rows []struct {
+			Name        string
+			MedianMS    *float64 `json:"median_ms"`
+			P90MS       *float64 `json:"p90_ms"`
+			Ratio       *float64
+			Increment   *float64 `json:"increment_ms"`
+			ExecsPerS   float64  `json:"execs_per_s"`
+			Attestation *sandbox.Isolation
+		}
+		Notes []string
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, out)
+	}
+	var names []string
+	for _, r := range rep.Rows {
+		names = append(names, r.Name)
+		if r.MedianMS == nil || r.P90MS == nil || r.Ratio == nil || r.Increment == nil {
+			t.Errorf("row %s lacks a documented field", r.Name)
+		}
+		sat := strings.HasSuffix(r.Name, "-saturation")
+		switch {
+		case r.Name == "python":
+		case strings.HasPrefix(r.Name, "pool-") && !sat:
+			if r.Attestation == nil || !r.Attestation.Warm {
+				t.Errorf("row %s: its run was not warm: %+v", r.Name, r.Attestation)
+			}
+		case sat:
+			if r.ExecsPerS <= 0 {
+				t.Errorf("row %s: no executions per second", r.Name)
+			}
+		default:
+			if r.Attestation == nil || r.Attestation.Warm {
+				t.Errorf("row %s: want a cold run's attestation: %+v", r.Name, r.Attestation)
+			}
+		}
+	}
+	want := []string{"python", "full", "pool-2-saturation", "pool-2"}
+	if os.Getenv("CI") != "" {
+		want = append(want, "container-containerd", "pool-2-container-containerd-saturation", "pool-2-container-containerd")
+	}
+	if !slices.Equal(names[:min(len(names), len(want))], want) {
+		t.Fatalf("rows %v, want %v first (notes %v)", names, want, rep.Notes)
+	}
+}

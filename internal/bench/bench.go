@@ -18,6 +18,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/psych-runtime/psych/sandbox"
@@ -49,6 +50,13 @@ type Config struct {
 	Concurrency []int
 	// Progress, when set, gets a progress line per round.
 	Progress io.Writer
+	// Pools, when set, measures warm pools of these sizes instead of the
+	// layers: rows python, full (cold), then for each size N
+	// pool-N-saturation (Saturation requests at once) and pool-N (one
+	// request at a time, each after the pool has refilled).
+	Pools []int
+	// Saturation is the concurrency of the saturation rows; zero means 8.
+	Saturation int
 }
 
 // Row is one configuration's measurement.
@@ -58,6 +66,11 @@ type Row struct {
 	P90MS       float64 `json:"p90_ms"`
 	Ratio       float64 `json:"ratio"`
 	IncrementMS float64 `json:"increment_ms"`
+	// ExecsPerS is a saturation row's executions per second, and
+	// ColdExecsPerS the cold sandbox's at the same concurrency, measured
+	// in bursts interleaved with the row's.
+	ExecsPerS     float64 `json:"execs_per_s,omitempty"`
+	ColdExecsPerS float64 `json:"cold_execs_per_s,omitempty"`
 	// Attestation is what the row's last execution had; nil for the rows
 	// without a sandbox (python, bootstrap).
 	Attestation *sandbox.Isolation `json:"attestation"`
@@ -106,11 +119,20 @@ type Report struct {
 // row is one configuration to measure: run executes once and returns the
 // attestation of what ran.
 type row struct {
-	name  string
-	run   func(ctx context.Context) (*sandbox.Isolation, error)
+	name string
+	run  func(ctx context.Context) (*sandbox.Isolation, error)
+	// prep, when set, runs untimed before each execution (a pool's refill).
+	prep  func(ctx context.Context) error
 	close func()
 	times []time.Duration
 	last  *sandbox.Isolation
+	// saturate, when set, makes the row a saturation row, measured after
+	// the rounds: bursts of concurrent executions of run, each beside one
+	// of cold (the cold sandbox).
+	saturate   bool
+	cold       func(ctx context.Context) (*sandbox.Isolation, error)
+	perSec     float64
+	coldPerSec float64
 }
 
 // Run measures every row, interleaved, then the binding floor and the
@@ -129,6 +151,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("bench: name the interpreter")
 	}
 	rep := &Report{Machine: machine(cfg.Python), Runs: cfg.Runs}
+	if cfg.Saturation <= 0 {
+		cfg.Saturation = 8
+	}
+	makeRows := makeRows
+	if len(cfg.Pools) > 0 {
+		makeRows = makePoolRows
+	}
 	rows, full, notes, err := makeRows(cfg)
 	for _, r := range rows {
 		if r.close != nil {
@@ -148,6 +177,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
+			if r.saturate {
+				continue
+			}
+			if r.prep != nil {
+				if err := r.prep(ctx); err != nil {
+					return nil, fmt.Errorf("bench: row %s: %w", r.name, err)
+				}
+			}
 			start := time.Now()
 			iso, err := r.run(ctx)
 			d := time.Since(start)
@@ -163,6 +200,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Progress != nil {
 		fmt.Fprintln(cfg.Progress)
 	}
+	for _, r := range rows {
+		if r.saturate {
+			if err := saturate(ctx, r, cfg.Saturation, cfg.Runs); err != nil {
+				return nil, fmt.Errorf("bench: row %s: %w", r.name, err)
+			}
+		}
+	}
 	base := median(rows[0].times)
 	prev := 0.0
 	for _, r := range rows {
@@ -170,6 +214,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Rows = append(rep.Rows, Row{
 			Name: r.name, MedianMS: ms(m), P90MS: ms(quantile(r.times, 0.9)),
 			Ratio: float64(m) / float64(base), IncrementMS: ms(m) - prev, Attestation: r.last,
+			ExecsPerS: r.perSec, ColdExecsPerS: r.coldPerSec,
 		})
 		prev = ms(m)
 	}
@@ -182,6 +227,82 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// saturationBursts is how many bursts of each kind a saturation row runs.
+const saturationBursts = 3
+
+// saturate measures a saturation row: bursts of max(runs, 2×conc)/3
+// executions, conc at a time, of the cold sandbox and of the row (from a
+// full pool) in turn: each of the row's executions' latency, and both
+// kinds' executions per second over their bursts.
+func saturate(ctx context.Context, r *row, conc, runs int) error {
+	n := max(runs, 2*conc)/saturationBursts + 1
+	var coldN, warmN int
+	var coldT, warmT time.Duration
+	for range saturationBursts {
+		if r.cold != nil {
+			if r.prep != nil {
+				if err := r.prep(ctx); err != nil {
+					return err
+				}
+			}
+			d, _, _, err := burst(ctx, r.cold, conc, n)
+			if err != nil {
+				return err
+			}
+			coldN, coldT = coldN+n, coldT+d
+		}
+		if r.prep != nil {
+			if err := r.prep(ctx); err != nil {
+				return err
+			}
+		}
+		d, times, last, err := burst(ctx, r.run, conc, n)
+		if err != nil {
+			return err
+		}
+		warmN, warmT = warmN+n, warmT+d
+		r.times, r.last = append(r.times, times...), last
+	}
+	r.perSec = float64(warmN) / warmT.Seconds()
+	if coldN > 0 {
+		r.coldPerSec = float64(coldN) / coldT.Seconds()
+	}
+	return nil
+}
+
+// burst runs n executions of run, conc at a time: how long they took in
+// all, each one's latency and the last attestation.
+func burst(ctx context.Context, run func(context.Context) (*sandbox.Isolation, error), conc, n int) (time.Duration, []time.Duration, *sandbox.Isolation, error) {
+	next := make(chan struct{}, n)
+	for range n {
+		next <- struct{}{}
+	}
+	close(next)
+	var mu sync.Mutex
+	var times []time.Duration
+	var last *sandbox.Isolation
+	var firstErr error
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range conc {
+		wg.Go(func() {
+			for range next {
+				t := time.Now()
+				iso, err := run(ctx)
+				d := time.Since(t)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				times, last = append(times, d), iso
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), times, last, firstErr
 }
 
 func progress(w io.Writer, what string, i, n int) {
@@ -209,7 +330,14 @@ func Print(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "%s: %d × %s, kernel %s, cgroups %s, %s, %d runs per row\n", m.Date, m.CPUs, m.CPU, m.Kernel, m.Cgroups, m.Python, rep.Runs)
 	fmt.Fprintf(w, "%-24s %10s %10s %8s %12s\n", "row", "median ms", "p90 ms", "ratio", "+ms")
 	for _, r := range rep.Rows {
-		fmt.Fprintf(w, "%-24s %10.2f %10.2f %7.2f× %+12.2f\n", r.Name, r.MedianMS, r.P90MS, r.Ratio, r.IncrementMS)
+		fmt.Fprintf(w, "%-24s %10.2f %10.2f %7.2f× %+12.2f", r.Name, r.MedianMS, r.P90MS, r.Ratio, r.IncrementMS)
+		if r.ExecsPerS > 0 {
+			fmt.Fprintf(w, "  %.1f executions/s", r.ExecsPerS)
+			if r.ColdExecsPerS > 0 {
+				fmt.Fprintf(w, " (cold beside it: %.1f)", r.ColdExecsPerS)
+			}
+		}
+		fmt.Fprintln(w)
 	}
 	if b := rep.Binding; b != nil {
 		fmt.Fprintf(w, "binding round trip %.1f µs, raw echo floor %.1f µs: %.2f×\n", b.CallUS, b.FloorUS, b.Ratio)

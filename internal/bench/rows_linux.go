@@ -100,6 +100,80 @@ func makeRows(cfg Config) (rows []*row, full sandbox.Sandbox, notes []string, er
 	return rows, sb, notes, nil
 }
 
+// warmer is a Sandbox with a pool to wait for.
+type warmer interface {
+	sandbox.Sandbox
+	WaitWarm(ctx context.Context) error
+}
+
+// makePoolRows builds the pool rows: python, full (cold), then per pool
+// size its saturation row and its low-load row; with an image, each
+// engine's cold row and its pooled rows. Before each timed execution every
+// pool is full again, so no refill runs beside it.
+func makePoolRows(cfg Config) (rows []*row, full sandbox.Sandbox, notes []string, err error) {
+	python := cfg.Python
+	var pools []warmer
+	quiet := func(ctx context.Context) error {
+		for _, p := range pools {
+			if err := p.WaitWarm(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	rows = append(rows, &row{name: "python", prep: quiet, run: func(context.Context) (*sandbox.Isolation, error) {
+		return nil, exec.Command(python, "-I", "-c", "pass").Run()
+	}})
+	program := cfg.Program
+	if program == "" {
+		program = Builtin
+	}
+	base := subprocess.Config{PythonBin: python, RequireIsolation: true, RequireNetworkDenial: true}
+	sb, err := subprocess.New(base)
+	if err != nil {
+		return rows, nil, nil, err
+	}
+	rows = append(rows, &row{name: "full", prep: quiet, run: runner(sb, program, layers.Full()), close: func() { sb.Close() }})
+	pooled := func(name string, p warmer, cold func(context.Context) (*sandbox.Isolation, error)) {
+		pools = append(pools, p)
+		run := runner(p, program, layers.Full())
+		rows = append(rows,
+			&row{name: name + "-saturation", run: run, prep: quiet, saturate: true, cold: cold},
+			&row{name: name, run: run, prep: quiet, close: func() { p.Close() }})
+	}
+	fullRun := runner(sb, program, layers.Full())
+	for _, n := range cfg.Pools {
+		pc := base
+		pc.Pool = &sandbox.PoolConfig{Size: n}
+		p, err := subprocess.New(pc)
+		if err != nil {
+			return rows, nil, nil, err
+		}
+		pooled(fmt.Sprintf("pool-%d", n), p, fullRun)
+	}
+	if cfg.Image == "" {
+		return rows, sb, nil, nil
+	}
+	for _, e := range cfg.Engines {
+		c, err := container.New(container.Config{Engine: container.Engine(e), Image: cfg.Image})
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("container-%s left out: %v", e, err))
+			continue
+		}
+		coldRun := runner(c, program, layers.Full())
+		rows = append(rows, &row{name: "container-" + e, prep: quiet, run: coldRun, close: func() { c.Close() }})
+		for _, n := range cfg.Pools {
+			p, err := container.New(container.Config{Engine: container.Engine(e), Image: cfg.Image, Pool: &sandbox.PoolConfig{Size: n}})
+			if err != nil {
+				notes = append(notes, fmt.Sprintf("pool-%d-container-%s left out: %v", n, e, err))
+				continue
+			}
+			pooled(fmt.Sprintf("pool-%d-container-%s", n, e), p, coldRun)
+		}
+	}
+	return rows, sb, notes, nil
+}
+
 // runner runs program once on sb with the layers of set.
 func runner(sb sandbox.Sandbox, program string, set layers.Set) func(context.Context) (*sandbox.Isolation, error) {
 	return func(ctx context.Context) (*sandbox.Isolation, error) {

@@ -22,3 +22,7 @@ func throughput(context.Context, sandbox.Sandbox, Config) ([]Throughput, float64
 }
 
 func cgroupLayout() string { return "none" }
+
+func makePoolRows(Config) ([]*row, sandbox.Sandbox, []string, error) {
+	return nil, nil, nil, errors.New("bench: the sandbox is Linux's")
+}

@@ -430,8 +430,18 @@ func childPID(initPID int) int {
 // before the interpreter's start frame: a pooled sandbox takes its
 // request's rlimits so. It fails once the init is gone.
 func (p *Process) Lower(rl []Rlimit, timeout time.Duration) error {
+	wait, err := p.StartLower(rl)
+	if err != nil {
+		return err
+	}
+	return wait(timeout)
+}
+
+// StartLower is Lower in two halves: it sends the request, and wait waits
+// for the answer, so that the host works on while the init lowers.
+func (p *Process) StartLower(rl []Rlimit) (wait func(timeout time.Duration) error, err error) {
 	if len(rl) > nsexec.LowerMax {
-		return fmt.Errorf("lower %d rlimits, more than %d: %w", len(rl), nsexec.LowerMax, ErrInvalidPlan)
+		return nil, fmt.Errorf("lower %d rlimits, more than %d: %w", len(rl), nsexec.LowerMax, ErrInvalidPlan)
 	}
 	buf := make([]byte, nsexec.SyncSize)
 	binary.NativeEndian.PutUint32(buf, nsexec.SyncLower)
@@ -443,21 +453,23 @@ func (p *Process) Lower(rl []Rlimit, timeout time.Duration) error {
 		binary.NativeEndian.PutUint64(rec[12:], r.Hard)
 	}
 	if _, err := p.sync.Write(buf); err != nil {
-		return fmt.Errorf("write init sync: %w", err)
+		return nil, fmt.Errorf("write init sync: %w", err)
 	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case m := <-p.lowered:
-		if m.a != 0 {
-			return fmt.Errorf("the init lowering rlimit %d: %w", m.b, syscall.Errno(-m.a))
+	return func(timeout time.Duration) error {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		select {
+		case m := <-p.lowered:
+			if m.a != 0 {
+				return fmt.Errorf("the init lowering rlimit %d: %w", m.b, syscall.Errno(-m.a))
+			}
+			return nil
+		case <-p.waitDone:
+			return fmt.Errorf("the init is gone: %w", ErrProtocol)
+		case <-t.C:
+			return fmt.Errorf("lower rlimits: %w", ErrSetupTimeout)
 		}
-		return nil
-	case <-p.waitDone:
-		return fmt.Errorf("the init is gone: %w", ErrProtocol)
-	case <-t.C:
-		return fmt.Errorf("lower rlimits: %w", ErrSetupTimeout)
-	}
+	}, nil
 }
 
 // FromNow is rl for an interpreter that has had used of CPU already, as a

@@ -244,7 +244,7 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 	coldReason := ""
 	if s.pool != nil {
 		var r *run
-		if r, coldReason = s.warm(hr); r != nil {
+		if r, coldReason = s.warm(ctx, hr); r != nil {
 			return r.serveDetached(ctx)
 		}
 	}

@@ -16,6 +16,10 @@ import (
 	"github.com/psych-runtime/psych/sandbox/internal/pool"
 )
 
+// takeWait bounds how long a request waits for a pooled sandbox being
+// started when none is ready.
+const takeWait = 5 * time.Second
+
 // warmRun is what a pooled run adds to a cold one.
 type warmRun struct {
 	// netlink is the socket into the container's network namespace, kept
@@ -84,11 +88,13 @@ func (r *run) destroy() {
 }
 
 // warm serves hr from the pool, or says why it runs cold.
-func (s *Sandbox) warm(hr *host.Request) (*run, string) {
+func (s *Sandbox) warm(ctx context.Context, hr *host.Request) (*run, string) {
 	if why := host.ColdReason(hr, s.poolCaps); why != "" {
 		return nil, why
 	}
-	r, age, ok := s.pool.Take()
+	// An empty pool with a sandbox being started: that one, rather than
+	// a cold start beside it (bounded, should the fill be stuck).
+	r, age, ok := s.pool.TakeWait(ctx, takeWait)
 	if !ok {
 		return nil, "no pooled sandbox was ready"
 	}
@@ -121,6 +127,17 @@ func (r *run) dispatch(hr *host.Request) error {
 	}
 	r.iso.Network = nc
 	r.req, r.limits = hr, hr.Limits
+	// The init lowers the interpreter's rlimits to the request's (CPU's
+	// counted from now) while the host writes the cgroup's; the
+	// attestation reads them back before the start.
+	used, err := host.ProcessCPU(r.proc.InterpPID)
+	if err != nil {
+		return err
+	}
+	lowered, err := r.proc.StartLower(reexec.FromNow(r.rlimits(), used))
+	if err != nil {
+		return err
+	}
 	lim := cgroups.Limits{MemoryBytes: r.limits.MemoryBytes, Pids: int64(r.limits.ProcessCount) + 1}
 	if err := r.cg.SetLimits(lim); err != nil {
 		return err
@@ -134,11 +151,7 @@ func (r *run) dispatch(hr *host.Request) error {
 	if err := hr.SetStart(r.env); err != nil {
 		return err
 	}
-	used, err := host.ProcessCPU(r.proc.InterpPID)
-	if err != nil {
-		return err
-	}
-	if err := r.proc.Lower(reexec.FromNow(r.rlimits(), used), 5*time.Second); err != nil {
+	if err := lowered(5 * time.Second); err != nil {
 		return err
 	}
 	r.iso.Limits = host.ReadLimits(r.proc.InterpPID)

@@ -18,6 +18,10 @@ import (
 	"github.com/psych-runtime/psych/sandbox/internal/pool"
 )
 
+// takeWait bounds how long a request waits for a pooled sandbox being
+// started when none is ready.
+const takeWait = time.Second
+
 // warmRun is what a pooled run adds to a cold one.
 type warmRun struct {
 	// netlink is the socket into the run's network namespace, kept to
@@ -104,11 +108,13 @@ func (s *Sandbox) fill(ctx context.Context) (*run, error) {
 
 // warm serves hr from the pool: a pooled sandbox that passes its checks at
 // dispatch, with hr applied. It returns nil and why when hr runs cold.
-func (s *Sandbox) warm(hr *host.Request) (*run, string) {
+func (s *Sandbox) warm(ctx context.Context, hr *host.Request) (*run, string) {
 	if why := host.ColdReason(hr, s.poolCaps); why != "" {
 		return nil, why
 	}
-	r, age, ok := s.pool.Take()
+	// An empty pool with a sandbox being started: that one, rather than
+	// a cold start beside it (bounded, should the fill be stuck).
+	r, age, ok := s.pool.TakeWait(ctx, takeWait)
 	if !ok {
 		return nil, "no pooled sandbox was ready"
 	}
@@ -156,6 +162,17 @@ func (r *run) dispatch(hr *host.Request) error {
 	}
 	r.iso.Network = nc
 	r.req, r.limits = hr, hr.Limits
+	// The init lowers the interpreter's rlimits to the request's (CPU's
+	// counted from now) while the host writes the cgroup's; the
+	// attestation reads them back before the start.
+	used, err := host.ProcessCPU(r.proc.InterpPID)
+	if err != nil {
+		return err
+	}
+	lowered, err := r.proc.StartLower(reexec.FromNow(r.rlimits(), used))
+	if err != nil {
+		return err
+	}
 	if err := r.cg.SetLimits(r.cgLimits()); err != nil {
 		return err
 	}
@@ -167,13 +184,7 @@ func (r *run) dispatch(hr *host.Request) error {
 	if err := hr.SetStart(r.env); err != nil {
 		return err
 	}
-	// The init lowers the interpreter's rlimits to the request's, CPU's
-	// counted from now; the attestation reads them back before the start.
-	used, err := host.ProcessCPU(r.proc.InterpPID)
-	if err != nil {
-		return err
-	}
-	if err := r.proc.Lower(reexec.FromNow(r.rlimits(), used), 5*time.Second); err != nil {
+	if err := lowered(5 * time.Second); err != nil {
 		return err
 	}
 	r.iso.Limits = host.ReadLimits(r.proc.InterpPID)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/psych-runtime/psych/sandbox"
@@ -182,11 +183,15 @@ func RootMount(pid int) string {
 	if !ok {
 		return ""
 	}
-	if mine, _, _ := strings.Cut(readRootMount("/proc/self/mountinfo"), ":"); mine == id {
+	if mine, _, _ := strings.Cut(hostRootMount(), ":"); mine == id {
 		return "host:" + fstype
 	}
 	return "own:" + fstype
 }
+
+// hostRootMount is this process's own root mount, read once: a host does
+// not pivot_root under its runs.
+var hostRootMount = sync.OnceValue(func() string { return readRootMount("/proc/self/mountinfo") })
 
 func readRootMount(path string) string {
 	b, err := os.ReadFile(path)

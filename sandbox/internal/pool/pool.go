@@ -12,8 +12,10 @@
 //     been destroyed and no goroutine of the pool is running.
 //   - Refills run in the background, up to Fillers at once, after every
 //     Take and every expiry; failed fills are retried with a backoff.
+//   - Take hands out the newest ready item; the older ones age out.
 //   - Take never waits for a fill: it takes only a mutex, and says ok=false
-//     when nothing fresh is ready.
+//     when nothing fresh is ready. TakeWait waits for a fill already
+//     running, one caller per fill, at most a bound.
 //
 // What it refuses: it does not recover a Fill or Destroy that panics (the
 // caller's bug), and it does not destroy what a failed Fill left behind.
@@ -23,7 +25,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 )
@@ -50,8 +51,7 @@ type Config[T any] struct {
 	// MaxAge: a ready item older than this is destroyed unused and
 	// replaced. 0 means no limit.
 	MaxAge time.Duration
-	// Fillers is how many fills may run at once; 0 means
-	// min(Size, runtime.NumCPU()).
+	// Fillers is how many fills may run at once; 0 means Size.
 	Fillers int
 	// Fill makes one ready item; it may be called concurrently. ctx ends
 	// when the pool closes. A fill that fails is retried after a backoff
@@ -129,6 +129,7 @@ type Pool[T any] struct {
 	need     *sync.Cond    // on mu: a slot to fill may have opened, or closed
 	ready    []entry[T]    // FIFO: oldest first, so births ascend
 	inflight int           // fills running now
+	waiters  int           // TakeWait callers waiting for one of them
 	failures int           // consecutive failed fills
 	err      error         // last fill error; nil after a success
 	changed  chan struct{} // closed (and replaced) when ready grows, or at Close
@@ -153,7 +154,7 @@ func newPool[T any](cfg Config[T], o options) (*Pool[T], error) {
 		return nil, err
 	}
 	if cfg.Fillers == 0 {
-		cfg.Fillers = min(cfg.Size, runtime.NumCPU())
+		cfg.Fillers = cfg.Size
 	}
 	p := &Pool[T]{
 		cfg:     cfg,
@@ -177,9 +178,10 @@ func newPool[T any](cfg Config[T], o options) (*Pool[T], error) {
 	return p, nil
 }
 
-// Take hands out the oldest ready item that has not expired, with its age
+// Take hands out the newest ready item that has not expired, with its age
 // (the time since its Fill returned), and starts a refill for every item it
-// removed. Expired items it meets are destroyed, off the caller's
+// removed: the newest is the one whose memory is likeliest still in the
+// CPUs' caches, and the older ones age out (MaxAge) unused. Expired items it meets are destroyed, off the caller's
 // goroutine. It never waits for a fill: ok is false when nothing fresh is
 // ready or the pool is closed.
 func (p *Pool[T]) Take() (item T, age time.Duration, ok bool) {
@@ -192,7 +194,7 @@ func (p *Pool[T]) Take() (item T, age time.Duration, ok bool) {
 	var expired []T
 	removed := 0
 	for len(p.ready) > 0 {
-		e := p.popLocked()
+		e := p.popNewestLocked()
 		removed++
 		a := now.Sub(e.born)
 		if p.expiredAt(a) {
@@ -214,6 +216,50 @@ func (p *Pool[T]) Take() (item T, age time.Duration, ok bool) {
 	}
 	p.mu.Unlock()
 	return item, age, ok
+}
+
+// TakeWait is Take, but when nothing is ready while more fills are running
+// than callers wait in TakeWait, it waits for one of them, at most max or
+// until ctx ends: under load a request then takes a sandbox already being
+// started rather than start one more beside it, one waiter per fill. With
+// no such fill it returns at once.
+func (p *Pool[T]) TakeWait(ctx context.Context, max time.Duration) (item T, age time.Duration, ok bool) {
+	var deadline <-chan time.Time
+	waiting := false
+	defer func() {
+		if waiting {
+			p.mu.Lock()
+			p.waiters--
+			p.mu.Unlock()
+		}
+	}()
+	for {
+		if item, age, ok = p.Take(); ok {
+			return item, age, true
+		}
+		p.mu.Lock()
+		closed, changed := p.closed, p.changed
+		if !waiting && p.waiters < p.inflight {
+			waiting = true
+			p.waiters++
+		}
+		p.mu.Unlock()
+		if closed || !waiting {
+			return item, 0, false
+		}
+		if deadline == nil {
+			t := time.NewTimer(max)
+			defer t.Stop()
+			deadline = t.C
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			return item, 0, false
+		case <-ctx.Done():
+			return item, 0, false
+		}
+	}
 }
 
 // Ready reports how many items are ready now (expired ones not yet
@@ -379,6 +425,16 @@ func (p *Pool[T]) expirer() {
 // expiredAt says whether an item of age a has outlived MaxAge.
 func (p *Pool[T]) expiredAt(a time.Duration) bool {
 	return p.cfg.MaxAge > 0 && a > p.cfg.MaxAge
+}
+
+// popNewestLocked removes the newest ready item; mu is held and ready
+// non-empty.
+func (p *Pool[T]) popNewestLocked() entry[T] {
+	i := len(p.ready) - 1
+	e := p.ready[i]
+	p.ready[i] = entry[T]{} // drop the reference
+	p.ready = p.ready[:i]
+	return e
 }
 
 // popLocked removes the oldest ready item; mu is held and ready non-empty.

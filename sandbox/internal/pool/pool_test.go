@@ -311,25 +311,35 @@ func TestTakeSkipsAndDestroysExpired(t *testing.T) {
 	}
 }
 
-func TestTakeIsFIFO(t *testing.T) {
+func TestTakeIsNewestFirst(t *testing.T) {
 	tr := newTracker()
 	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
 	cfg := tr.config(3)
 	cfg.Fillers = 1
+	// Three items, then the refills wait until Close.
+	made := 0
+	cfg.Fill = func(ctx context.Context) (int, error) {
+		if made == 3 {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}
+		made++
+		return tr.make(), nil
+	}
 	p, err := newPool(cfg, options{now: clock.now, bmin: time.Millisecond, bmax: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
 	waitReady(t, p, 3)
-	for want := 1; want <= 3; want++ {
+	for want := 3; want >= 1; want-- {
 		id, _, ok := p.Take()
 		if !ok {
 			t.Fatal("Take: nothing ready")
 		}
 		tr.take(id)
 		if id != want {
-			t.Errorf("Take() = item %d, want the oldest, %d", id, want)
+			t.Errorf("Take() = item %d, want the newest, %d", id, want)
 		}
 		clock.advance(time.Minute)
 	}
@@ -614,5 +624,64 @@ func TestNoGoroutineLeft(t *testing.T) {
 			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestTakeWait: with a fill running, TakeWait waits for its item; with
+// none running, or past max, it returns at once without one.
+func TestTakeWait(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 4)
+	n := 0
+	cfg := Config[int]{
+		Size:    1,
+		Fillers: 1,
+		Fill: func(ctx context.Context) (int, error) {
+			started <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+			n++
+			return n, nil
+		},
+		Destroy: func(int) {},
+	}
+	p := mustNew(t, cfg)
+	defer p.Close()
+	recv(t, started, "a fill to start")
+	if _, _, ok := p.TakeWait(context.Background(), 50*time.Millisecond); ok {
+		t.Fatal("TakeWait past max handed out an item no fill finished")
+	}
+	got := make(chan int, 1)
+	go func() {
+		id, _, ok := p.TakeWait(context.Background(), 10*time.Second)
+		if !ok {
+			id = -1
+		}
+		got <- id
+	}()
+	// One fill runs and one caller waits for it: a second does not wait.
+	for {
+		p.mu.Lock()
+		w := p.waiters
+		p.mu.Unlock()
+		if w == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	if _, _, ok := p.TakeWait(context.Background(), 10*time.Second); ok || time.Since(start) > 5*time.Second {
+		t.Fatal("a second waiter for one running fill waited, or got an item")
+	}
+	release <- struct{}{}
+	if id := recv(t, got, "the waiter's item"); id != 1 {
+		t.Fatalf("TakeWait: %d, want the running fill's item 1", id)
+	}
+	p.Close()
+	if _, _, ok := p.TakeWait(context.Background(), time.Second); ok {
+		t.Fatal("TakeWait after Close handed out an item")
 	}
 }
