@@ -208,8 +208,8 @@ func (r *run) resetPeaks() error {
 		r.peak = nil
 	}
 	f, err := os.OpenFile(filepath.Join(r.mem, "memory.peak"), os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("reset memory peak: %w", gone(err))
+	if err != nil { // missing before 5.19, read-only before 6.12
+		return fmt.Errorf("reset memory peak: %w: %w", ErrNotSupported, err)
 	}
 	if _, err := f.Write([]byte("reset\n")); err != nil {
 		f.Close()

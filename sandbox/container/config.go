@@ -199,3 +199,6 @@ func (c *Config) validate() error {
 	}
 	return nil
 }
+
+// PoolConfig is sandbox.PoolConfig: Config.Pool's type.
+type PoolConfig = sandbox.PoolConfig

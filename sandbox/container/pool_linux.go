@@ -142,7 +142,9 @@ func (r *run) dispatch(hr *host.Request) error {
 	if err := r.cg.SetLimits(lim); err != nil {
 		return err
 	}
-	if err := r.cg.ResetPeaks(); err != nil {
+	// A kernel that cannot reset the memory peak (v2 before 6.12) leaves
+	// the interpreter's own start in it: the program's process all the same.
+	if err := r.cg.ResetPeaks(); err != nil && !errors.Is(err, cgroups.ErrNotSupported) {
 		return err
 	}
 	_, python := s.eng.image()

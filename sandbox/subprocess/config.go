@@ -160,3 +160,6 @@ func (c *Config) validate(hostUID int) error {
 	}
 	return nil
 }
+
+// PoolConfig is sandbox.PoolConfig: Config.Pool's type.
+type PoolConfig = sandbox.PoolConfig

@@ -149,7 +149,9 @@
 // from dispatch, a second above the budget for the start-up's fraction, the
 // cgroup watch being the exact limit) and the attestation reads them back;
 // the start frame carries the request's environment, which the bootstrap
-// sets before the program's first line (on cold runs too). The CPU budget
+// sets before the program's first line (on cold runs too; a warm run's
+// /proc/self/environ still shows what the interpreter was started with,
+// the sandbox's own variables, the same in every pooled sandbox). The CPU budget
 // counts from the cgroup's usage at dispatch, the wall clock from dispatch,
 // and the peak processes from the host's samples after it (no kernel resets
 // pids.peak). A request the pool cannot serve runs cold and says why in

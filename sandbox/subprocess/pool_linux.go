@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/internal/layers"
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/sandbox"
@@ -176,7 +177,9 @@ func (r *run) dispatch(hr *host.Request) error {
 	if err := r.cg.SetLimits(r.cgLimits()); err != nil {
 		return err
 	}
-	if err := r.cg.ResetPeaks(); err != nil {
+	// A kernel that cannot reset the memory peak (v2 before 6.12) leaves
+	// the interpreter's own start in it: the program's process all the same.
+	if err := r.cg.ResetPeaks(); err != nil && !errors.Is(err, cgroups.ErrNotSupported) {
 		return err
 	}
 	r.env = r.environ(r.home)
