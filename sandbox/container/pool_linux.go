@@ -10,15 +10,9 @@ import (
 	"time"
 
 	"github.com/psych-runtime/psych/cgroups"
-	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
-	"github.com/psych-runtime/psych/sandbox/internal/pool"
 )
-
-// takeWait bounds how long a request waits for a pooled sandbox being
-// started when none is ready.
-const takeWait = 5 * time.Second
 
 // warmRun is what a pooled run adds to a cold one.
 type warmRun struct {
@@ -33,29 +27,12 @@ type warmRun struct {
 // blocked on its start frame. A pooled container needs its cgroup's CPU
 // usage (the budget counts from dispatch) and outside ids of its own.
 func (s *Sandbox) startPool(pc sandbox.PoolConfig) error {
-	caps, err := pc.Validate(s.cfg.DefaultLimits)
-	if err != nil {
-		return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
-	}
 	if s.cfg.RunAs != nil {
 		return fmt.Errorf("%w: a pool needs outside ids per container (RunAs nil)", sandbox.ErrInvalidConfig)
 	}
-	maxAge := pc.MaxAge
-	if maxAge == 0 {
-		maxAge = sandbox.DefaultPoolMaxAge
-	}
-	s.poolCaps = caps
-	s.pool, err = pool.New(pool.Config[*run]{
-		Size:    pc.Size,
-		MaxAge:  maxAge,
-		Fill:    s.fill,
-		Destroy: func(r *run) { r.destroy() },
-		OnError: func(err error) { s.log.Warn("psych: starting a pooled container", "engine", s.eng.name(), "err", err) },
-	})
-	if err != nil {
-		return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
-	}
-	return nil
+	var err error
+	s.pool, s.poolCaps, err = host.NewPool(pc, s.cfg.DefaultLimits, s.fill, func(r *run) { r.destroy() }, s.log)
+	return err
 }
 
 // WaitWarm blocks until the pool holds its Size containers ready (at once
@@ -87,77 +64,29 @@ func (r *run) destroy() {
 	}
 }
 
-// warm serves hr from the pool, or says why it runs cold.
+// warm serves hr from a pooled container, or says why it runs cold.
 func (s *Sandbox) warm(ctx context.Context, hr *host.Request) (*run, string) {
-	if why := host.ColdReason(hr, s.poolCaps); why != "" {
-		return nil, why
+	r, age, why := host.Warm(ctx, s.pool, hr, s.poolCaps, func(r *run) error { return r.dispatch(hr) }, func(r *run) { r.destroy() }, s.log)
+	if r != nil {
+		r.iso.Warm, r.iso.AgeSeconds = true, age.Seconds()
 	}
-	// An empty pool with a sandbox being started: that one, rather than
-	// a cold start beside it (bounded, should the fill be stuck).
-	r, age, ok := s.pool.TakeWait(ctx, takeWait)
-	if !ok {
-		return nil, "no pooled sandbox was ready"
-	}
-	if err := r.dispatch(hr); err != nil {
-		s.log.Warn("psych: a pooled container failed its check at dispatch; the run goes cold", "engine", s.eng.name(), "err", err)
-		r.destroy()
-		return nil, "a pooled sandbox failed its check at dispatch: " + err.Error()
-	}
-	r.iso.Warm, r.iso.AgeSeconds = true, age.Seconds()
-	return r, ""
+	return r, why
 }
 
-// dispatch gives a pooled run its request before the start frame, as the
-// subprocess backend does: the checks (host.CheckPooled), the request's
-// cgroup limits and reset peaks, the interpreter's rlimits lowered by the
-// init and read back, the environment in the start frame, the CPU baseline.
+// dispatch gives a pooled run its request (host.Pooled.Dispatch), as the
+// subprocess backend does.
 func (r *run) dispatch(hr *host.Request) error {
-	s := r.s
-	select {
-	case <-r.exited:
-		return errors.New("its interpreter is gone")
-	default:
-	}
-	nc, err := host.CheckPooled(host.Pooled{
-		Isolation: &r.iso, InitPID: r.proc.InitPID, InterpPID: r.proc.InterpPID, HostNS: s.hostNS,
-		Netlink: int(r.netlink.Fd()), BeforeCheck: s.hooks.atDispatch, Cgroup: r.cg,
-	})
-	if err != nil {
-		return err
-	}
-	r.iso.Network = nc
 	r.req, r.limits = hr, hr.Limits
-	// The init lowers the interpreter's rlimits to the request's (CPU's
-	// counted from now) while the host writes the cgroup's; the
-	// attestation reads them back before the start.
-	used, err := host.ProcessCPU(r.proc.InterpPID)
-	if err != nil {
-		return err
-	}
-	lowered, err := r.proc.StartLower(reexec.FromNow(r.rlimits(), used))
-	if err != nil {
-		return err
-	}
-	lim := cgroups.Limits{MemoryBytes: r.limits.MemoryBytes, Pids: int64(r.limits.ProcessCount) + 1}
-	if err := r.cg.SetLimits(lim); err != nil {
-		return err
-	}
-	// A kernel that cannot reset the memory peak (v2 before 6.12) leaves
-	// the interpreter's own start in it: the program's process all the same.
-	if err := r.cg.ResetPeaks(); err != nil && !errors.Is(err, cgroups.ErrNotSupported) {
-		return err
-	}
-	_, python := s.eng.image()
+	_, python := r.s.eng.image()
 	r.env = r.environ(python)
-	r.iso.EnvKeys = host.EnvKeys(r.env)
-	if err := hr.SetStart(r.env); err != nil {
-		return err
-	}
-	if err := lowered(5 * time.Second); err != nil {
-		return err
-	}
-	r.iso.Limits = host.ReadLimits(r.proc.InterpPID)
-	base, err := r.cg.CPU()
+	base, err := host.Pooled{
+		Isolation: &r.iso, InitPID: r.proc.InitPID, InterpPID: r.proc.InterpPID, HostNS: r.s.hostNS,
+		Netlink: int(r.netlink.Fd()), BeforeCheck: r.s.hooks.atDispatch, Cgroup: r.cg, Proc: r.proc, Exited: r.exited,
+	}.Dispatch(host.Dispatch{
+		Request: hr,
+		Cgroup:  cgroups.Limits{MemoryBytes: r.limits.MemoryBytes, Pids: int64(r.limits.ProcessCount) + 1},
+		Rlimits: r.rlimits(), Env: r.env,
+	})
 	if err != nil {
 		return err
 	}

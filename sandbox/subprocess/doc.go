@@ -158,8 +158,8 @@
 // Isolation.ColdReason: the network granted, a limit above the pool's caps,
 // a stack_bytes other than the pool's (glibc sizes thread stacks from
 // RLIMIT_STACK as the interpreter starts), or no sandbox ready (a Run that
-// finds none takes the one being started, if any, waiting at most a
-// second, rather than start another beside it). Each pooled sandbox serves one request and is
+// finds none takes one being started, one request per fill, waiting at
+// most five seconds, rather than start another beside it). Each pooled sandbox serves one request and is
 // destroyed; the pool refills in the background. A served run's cgroup and
 // directory are removed after its result is returned; Close waits for
 // those, destroys the sandboxes never served, and leaves nothing. A pool

@@ -11,17 +11,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/internal/layers"
-	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
-	"github.com/psych-runtime/psych/sandbox/internal/pool"
 )
-
-// takeWait bounds how long a request waits for a pooled sandbox being
-// started when none is ready.
-const takeWait = time.Second
 
 // warmRun is what a pooled run adds to a cold one.
 type warmRun struct {
@@ -40,8 +33,7 @@ type warmRun struct {
 // ids of its own (RLIMIT_NPROC counts per uid, and a waiting sandbox holds
 // its processes).
 func (s *Sandbox) startPool(pc sandbox.PoolConfig) error {
-	caps, err := pc.Validate(s.cfg.DefaultLimits)
-	if err != nil {
+	if _, err := pc.Validate(s.cfg.DefaultLimits); err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
 	switch {
@@ -54,22 +46,9 @@ func (s *Sandbox) startPool(pc sandbox.PoolConfig) error {
 	case s.ids.Count < uint32(pc.Size)+1:
 		return fmt.Errorf("%w: a pool of %d needs more than %d outside ids", sandbox.ErrInvalidConfig, pc.Size, s.ids.Count)
 	}
-	maxAge := pc.MaxAge
-	if maxAge == 0 {
-		maxAge = sandbox.DefaultPoolMaxAge
-	}
-	s.poolCaps = caps
-	s.pool, err = pool.New(pool.Config[*run]{
-		Size:    pc.Size,
-		MaxAge:  maxAge,
-		Fill:    s.fill,
-		Destroy: (*run).destroy,
-		OnError: func(err error) { s.log.Warn("psych: starting a pooled sandbox", "err", err) },
-	})
-	if err != nil {
-		return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
-	}
-	return nil
+	var err error
+	s.pool, s.poolCaps, err = host.NewPool(pc, s.cfg.DefaultLimits, s.fill, (*run).destroy, s.log)
+	return err
 }
 
 // WaitWarm blocks until the pool holds its Size sandboxes ready (at once
@@ -107,25 +86,13 @@ func (s *Sandbox) fill(ctx context.Context) (*run, error) {
 	return r, nil
 }
 
-// warm serves hr from the pool: a pooled sandbox that passes its checks at
-// dispatch, with hr applied. It returns nil and why when hr runs cold.
+// warm serves hr from a pooled sandbox, or says why it runs cold.
 func (s *Sandbox) warm(ctx context.Context, hr *host.Request) (*run, string) {
-	if why := host.ColdReason(hr, s.poolCaps); why != "" {
-		return nil, why
+	r, age, why := host.Warm(ctx, s.pool, hr, s.poolCaps, func(r *run) error { return r.dispatch(hr) }, (*run).destroy, s.log)
+	if r != nil {
+		r.iso.Warm, r.iso.AgeSeconds = true, age.Seconds()
 	}
-	// An empty pool with a sandbox being started: that one, rather than
-	// a cold start beside it (bounded, should the fill be stuck).
-	r, age, ok := s.pool.TakeWait(ctx, takeWait)
-	if !ok {
-		return nil, "no pooled sandbox was ready"
-	}
-	if err := r.dispatch(hr); err != nil {
-		s.log.Warn("psych: a pooled sandbox failed its check at dispatch; the run goes cold", "err", err)
-		r.destroy()
-		return nil, "a pooled sandbox failed its check at dispatch: " + err.Error()
-	}
-	r.iso.Warm, r.iso.AgeSeconds = true, age.Seconds()
-	return r, ""
+	return r, why
 }
 
 // serveWarm serves a dispatched run and returns its result once its
@@ -141,58 +108,15 @@ func (r *run) serveWarm(ctx context.Context) (*sandbox.Result, error) {
 	return res, err
 }
 
-// dispatch gives a pooled run its request, before the start frame goes out:
-// the sandbox must still read back as it was started (the attestation, the
-// network namespace, no event in its cgroup); then the request's cgroup
-// limits are written, the peaks reset and the CPU baseline taken, and the
-// start frame carries the request's environment and rlimits, which the
-// bootstrap lowers itself to. The wall clock starts with serve.
+// dispatch gives a pooled run its request (host.Pooled.Dispatch); the wall
+// clock starts with serve.
 func (r *run) dispatch(hr *host.Request) error {
-	s := r.s
-	select {
-	case <-r.exited:
-		return errors.New("its interpreter is gone")
-	default:
-	}
-	nc, err := host.CheckPooled(host.Pooled{
-		Isolation: &r.iso, InitPID: r.proc.InitPID, InterpPID: r.proc.InterpPID, HostNS: s.hostNS,
-		Netlink: int(r.netlink.Fd()), BeforeCheck: s.hooks.atDispatch, Cgroup: r.cg,
-	})
-	if err != nil {
-		return err
-	}
-	r.iso.Network = nc
 	r.req, r.limits = hr, hr.Limits
-	// The init lowers the interpreter's rlimits to the request's (CPU's
-	// counted from now) while the host writes the cgroup's; the
-	// attestation reads them back before the start.
-	used, err := host.ProcessCPU(r.proc.InterpPID)
-	if err != nil {
-		return err
-	}
-	lowered, err := r.proc.StartLower(reexec.FromNow(r.rlimits(), used))
-	if err != nil {
-		return err
-	}
-	if err := r.cg.SetLimits(r.cgLimits()); err != nil {
-		return err
-	}
-	// A kernel that cannot reset the memory peak (v2 before 6.12) leaves
-	// the interpreter's own start in it: the program's process all the same.
-	if err := r.cg.ResetPeaks(); err != nil && !errors.Is(err, cgroups.ErrNotSupported) {
-		return err
-	}
 	r.env = r.environ(r.home)
-	r.iso.EnvKeys = host.EnvKeys(r.env)
-	if err := hr.SetStart(r.env); err != nil {
-		return err
-	}
-	if err := lowered(5 * time.Second); err != nil {
-		return err
-	}
-	r.iso.Limits = host.ReadLimits(r.proc.InterpPID)
-	// The baseline last: what the host did above is not the program's.
-	base, err := r.cg.CPU()
+	base, err := host.Pooled{
+		Isolation: &r.iso, InitPID: r.proc.InitPID, InterpPID: r.proc.InterpPID, HostNS: r.s.hostNS,
+		Netlink: int(r.netlink.Fd()), BeforeCheck: r.s.hooks.atDispatch, Cgroup: r.cg, Proc: r.proc, Exited: r.exited,
+	}.Dispatch(host.Dispatch{Request: hr, Cgroup: r.cgLimits(), Rlimits: r.rlimits(), Env: r.env})
 	if err != nil {
 		return err
 	}

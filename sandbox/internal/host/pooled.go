@@ -1,15 +1,71 @@
 package host
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/psych-runtime/psych/cgroups"
+	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/pool"
 )
 
-// Pooled is a sandbox of a warm pool as the core checks it at dispatch.
+// TakeWait bounds how long a request waits for a pooled sandbox being
+// started when none is ready (pool.TakeWait): should the fill be stuck.
+const TakeWait = 5 * time.Second
+
+// NewPool validates pc against a backend's merged defaults and starts a
+// pool of its sandboxes; it returns the pool's merged caps. Errors wrap
+// sandbox.ErrInvalidConfig.
+func NewPool[T any](pc sandbox.PoolConfig, defaults sandbox.Limits, fill func(context.Context) (T, error), destroy func(T), log *slog.Logger) (*pool.Pool[T], sandbox.Limits, error) {
+	caps, err := pc.Validate(defaults)
+	if err != nil {
+		return nil, caps, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+	}
+	maxAge := pc.MaxAge
+	if maxAge == 0 {
+		maxAge = sandbox.DefaultPoolMaxAge
+	}
+	p, err := pool.New(pool.Config[T]{
+		Size: pc.Size, MaxAge: maxAge, Fill: fill, Destroy: destroy,
+		OnError: func(err error) { log.Warn("psych: starting a pooled sandbox", "err", err) },
+	})
+	if err != nil {
+		return nil, caps, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+	}
+	return p, caps, nil
+}
+
+// Warm takes a sandbox from p for req and dispatches it, or says why req
+// runs cold: what ColdReason says, no sandbox ready (an empty pool with one
+// being started waits for that one, at most TakeWait, rather than start
+// another beside it), or one that failed dispatch, which is destroyed
+// unused. It returns the served sandbox's age.
+func Warm[T any](ctx context.Context, p *pool.Pool[T], req *Request, caps sandbox.Limits, dispatch func(T) error, destroy func(T), log *slog.Logger) (item T, age time.Duration, coldReason string) {
+	if why := ColdReason(req, caps); why != "" {
+		return item, 0, why
+	}
+	item, age, ok := p.TakeWait(ctx, TakeWait)
+	if !ok {
+		return item, 0, "no pooled sandbox was ready"
+	}
+	if err := dispatch(item); err != nil {
+		log.Warn("psych: a pooled sandbox failed its check at dispatch; the run goes cold", "err", err)
+		destroy(item)
+		var zero T
+		return zero, 0, "a pooled sandbox failed its check at dispatch: " + err.Error()
+	}
+	return item, age, ""
+}
+
+// Pooled is a sandbox of a warm pool as the core dispatches it.
 type Pooled struct {
-	// Isolation is the attestation read when the sandbox was started.
+	// Isolation is the attestation read when the sandbox was started; a
+	// served one gets the dispatch's reads (network, env keys, rlimits,
+	// warm).
 	Isolation          *sandbox.Isolation
 	InitPID, InterpPID int
 	HostNS             map[string]string
@@ -19,6 +75,63 @@ type Pooled struct {
 	Netlink     int
 	BeforeCheck func(fd int) error
 	Cgroup      *cgroups.Run
+	Proc        *reexec.Process
+	// Exited is closed once the sandbox's interpreter is gone.
+	Exited <-chan struct{}
+}
+
+// Dispatch is what a request sets in a pooled sandbox.
+type Dispatch struct {
+	Request *Request
+	// Cgroup are the request's cgroup limits, Rlimits its rlimits as the
+	// init would set them, Env the program's whole environment.
+	Cgroup  cgroups.Limits
+	Rlimits []reexec.Rlimit
+	Env     []string
+}
+
+// Dispatch gives a pooled sandbox its request, before the start frame.
+// First the sandbox must still read back as it was started (CheckPooled);
+// then the init lowers the interpreter's rlimits to d's (RLIMIT_CPU counted
+// from now: reexec.FromNow) while the host writes the cgroup's limits and
+// resets its memory peak (a kernel that cannot, v2 before 6.12, leaves the
+// interpreter's own start in it: the program's process all the same), the
+// start frame takes the environment, and the attestation reads the
+// rlimits back. It returns the cgroup's CPU at its end: the budget's zero.
+func (p Pooled) Dispatch(d Dispatch) (cpuBase time.Duration, err error) {
+	select {
+	case <-p.Exited:
+		return 0, errors.New("its interpreter is gone")
+	default:
+	}
+	nc, err := CheckPooled(p)
+	if err != nil {
+		return 0, err
+	}
+	used, err := ProcessCPU(p.InterpPID)
+	if err != nil {
+		return 0, err
+	}
+	lowered, err := p.Proc.StartLower(reexec.FromNow(d.Rlimits, used))
+	if err != nil {
+		return 0, err
+	}
+	if err := p.Cgroup.SetLimits(d.Cgroup); err != nil {
+		return 0, err
+	}
+	if err := p.Cgroup.ResetPeaks(); err != nil && !errors.Is(err, cgroups.ErrNotSupported) {
+		return 0, err
+	}
+	if err := d.Request.SetStart(d.Env); err != nil {
+		return 0, err
+	}
+	if err := lowered(5 * time.Second); err != nil {
+		return 0, err
+	}
+	iso := p.Isolation
+	iso.Network, iso.EnvKeys, iso.Limits = nc, EnvKeys(d.Env), ReadLimits(p.InterpPID)
+	// The baseline last: what the host did above is not the program's.
+	return p.Cgroup.CPU()
 }
 
 // CheckPooled refuses a pooled sandbox that no longer reads back as it was
