@@ -137,6 +137,12 @@ func TestRunDemoToolsAndEnv(t *testing.T) {
 	if string(res.Value) != `[{"x":1},"yes",null]` {
 		t.Fatalf("value %s, failure %+v", res.Value, res.Failure)
 	}
+	// NAME=VALUE sets the run's own value, in place of the host's.
+	res = runJSON(t, "import os\n[os.environ.get('PSYCH_CLI_PASSED'), os.environ.get('PSYCH_CLI_SET')]",
+		"--env", "PSYCH_CLI_PASSED=mine", "--env", "PSYCH_CLI_SET=a=b")
+	if string(res.Value) != `["mine","a=b"]` {
+		t.Fatalf("--env NAME=VALUE: value %s, failure %+v", res.Value, res.Failure)
+	}
 	res = runJSON(t, "echo(x=1)")
 	if res.Failure == nil || res.Failure.Type != "NameError" {
 		t.Fatalf("without --demo-tools, echo should be undefined: %+v", res.Failure)

@@ -191,7 +191,7 @@ type sandboxFlags struct {
 	requireDenial, requireIsolation, requireCgroup bool
 	python                                         string
 	backend, engine, image, containerPython        string
-	env                                            stringList
+	env                                            envList
 	maxOutput                                      byteSize
 }
 
@@ -255,6 +255,7 @@ func (c *cli) runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	req := sandbox.Request{
 		Code:    code,
 		Network: f.network,
+		Env:     f.env.values(),
 		Limits: sandbox.Limits{
 			CPUSeconds:        f.cpu,
 			AddressSpaceBytes: int64(f.addressSpace),
@@ -307,7 +308,7 @@ func SandboxFlags(fs *flag.FlagSet, eng *Engines) func() (sandbox.Sandbox, func(
 // register registers the flags that choose and configure the backend.
 func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.maxOutput, "max-output", "cap on stdout and on stderr, each (default 1MiB)")
-	fs.Var(&f.env, "env", "pass this variable from psych's own environment (repeatable)")
+	fs.Var(&f.env, "env", "NAME passes this variable from psych's own environment, NAME=VALUE sets it for the run (repeatable)")
 	fs.StringVar(&f.python, "python", "", "interpreter (default: python3 on PATH, resolved to sys.executable)")
 	fs.BoolVar(&f.requireDenial, "require-network-denial", false, "refuse to run unless network denial is verified")
 	fs.BoolVar(&f.requireIsolation, "require-isolation", false, "refuse to run without user namespaces (the full isolation)")
@@ -330,7 +331,7 @@ func newSandbox(f *sandboxFlags, eng *Engines) (sandbox.Sandbox, func(), error) 
 			// mapped inside the run's user namespace as always.
 			AllowSameUID:         os.Geteuid() != 0,
 			PythonBin:            f.python,
-			EnvAllowlist:         f.env,
+			EnvAllowlist:         f.env.names(),
 			RequireNetworkDenial: f.requireDenial,
 			RequireIsolation:     f.requireIsolation,
 			RequireCgroup:        f.requireCgroup,
@@ -348,7 +349,7 @@ func newSandbox(f *sandboxFlags, eng *Engines) (sandbox.Sandbox, func(), error) 
 			Engine:               f.engine,
 			Image:                f.image,
 			ContainerPython:      f.containerPython,
-			EnvAllowlist:         f.env,
+			EnvAllowlist:         f.env.names(),
 			RequireNetworkDenial: f.requireDenial,
 			MaxOutputBytes:       int(f.maxOutput),
 		})
@@ -467,6 +468,33 @@ func firstLine(s string) string {
 
 // stringList is a repeatable string flag.
 type stringList []string
+
+// envList is --env: NAME (the host's value) or NAME=VALUE (the run's).
+type envList struct{ stringList }
+
+// names are the variables named, for the allowlist.
+func (l envList) names() []string {
+	var out []string
+	for _, v := range l.stringList {
+		name, _, _ := strings.Cut(v, "=")
+		out = append(out, name)
+	}
+	return out
+}
+
+// values are the NAME=VALUE ones, for the request; nil without any.
+func (l envList) values() map[string]string {
+	var out map[string]string
+	for _, v := range l.stringList {
+		if name, value, ok := strings.Cut(v, "="); ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[name] = value
+		}
+	}
+	return out
+}
 
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
