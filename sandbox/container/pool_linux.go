@@ -30,8 +30,13 @@ func (s *Sandbox) startPool(pc sandbox.PoolConfig) error {
 	if s.cfg.RunAs != nil {
 		return fmt.Errorf("%w: a pool needs outside ids per container (RunAs nil)", sandbox.ErrInvalidConfig)
 	}
-	var err error
-	s.pool, s.poolCaps, err = host.NewPool(pc, s.cfg.DefaultLimits, s.fill, func(r *run) { r.destroy() }, s.log)
+	// The caps before the pool: its fills read them.
+	caps, err := pc.Validate(s.cfg.DefaultLimits)
+	if err != nil {
+		return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+	}
+	s.poolCaps = caps
+	s.pool, err = host.NewPool(pc, s.fill, func(r *run) { r.destroy() }, s.log)
 	return err
 }
 

@@ -33,9 +33,12 @@ type warmRun struct {
 // ids of its own (RLIMIT_NPROC counts per uid, and a waiting sandbox holds
 // its processes).
 func (s *Sandbox) startPool(pc sandbox.PoolConfig) error {
-	if _, err := pc.Validate(s.cfg.DefaultLimits); err != nil {
+	// The caps before the pool: its fills read them.
+	caps, err := pc.Validate(s.cfg.DefaultLimits)
+	if err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
+	s.poolCaps = caps
 	switch {
 	case !s.userns:
 		return fmt.Errorf("%w: a pool needs user namespaces, which this host does not give", sandbox.ErrInvalidConfig)
@@ -46,8 +49,7 @@ func (s *Sandbox) startPool(pc sandbox.PoolConfig) error {
 	case s.ids.Count < uint32(pc.Size)+1:
 		return fmt.Errorf("%w: a pool of %d needs more than %d outside ids", sandbox.ErrInvalidConfig, pc.Size, s.ids.Count)
 	}
-	var err error
-	s.pool, s.poolCaps, err = host.NewPool(pc, s.cfg.DefaultLimits, s.fill, (*run).destroy, s.log)
+	s.pool, err = host.NewPool(pc, s.fill, (*run).destroy, s.log)
 	return err
 }
 

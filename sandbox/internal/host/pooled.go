@@ -17,14 +17,11 @@ import (
 // started when none is ready (pool.TakeWait): should the fill be stuck.
 const TakeWait = 5 * time.Second
 
-// NewPool validates pc against a backend's merged defaults and starts a
-// pool of its sandboxes; it returns the pool's merged caps. Errors wrap
+// NewPool starts a pool of a backend's sandboxes as pc asks (its MaxAge
+// defaulted). The caller validates pc first (PoolConfig.Validate) and keeps
+// the caps where its fills read them: the fills start here. Errors wrap
 // sandbox.ErrInvalidConfig.
-func NewPool[T any](pc sandbox.PoolConfig, defaults sandbox.Limits, fill func(context.Context) (T, error), destroy func(T), log *slog.Logger) (*pool.Pool[T], sandbox.Limits, error) {
-	caps, err := pc.Validate(defaults)
-	if err != nil {
-		return nil, caps, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
-	}
+func NewPool[T any](pc sandbox.PoolConfig, fill func(context.Context) (T, error), destroy func(T), log *slog.Logger) (*pool.Pool[T], error) {
 	maxAge := pc.MaxAge
 	if maxAge == 0 {
 		maxAge = sandbox.DefaultPoolMaxAge
@@ -34,9 +31,9 @@ func NewPool[T any](pc sandbox.PoolConfig, defaults sandbox.Limits, fill func(co
 		OnError: func(err error) { log.Warn("psych: starting a pooled sandbox", "err", err) },
 	})
 	if err != nil {
-		return nil, caps, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
-	return p, caps, nil
+	return p, nil
 }
 
 // Warm takes a sandbox from p for req and dispatches it, or says why req
