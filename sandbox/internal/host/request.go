@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -41,7 +42,7 @@ func Prepare(req sandbox.Request, defaults sandbox.Limits, maxFrame int, allowli
 	if err := checkEnv(req.Env, allowlist); err != nil {
 		return nil, err
 	}
-	r.Env = req.Env
+	r.Env = maps.Clone(req.Env)
 	if r.ID == "" {
 		r.ID = ulid.Make().String()
 	} else if err := sandbox.CheckID(r.ID); err != nil {
