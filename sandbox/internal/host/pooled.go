@@ -1,3 +1,8 @@
+//go:build linux && cgo
+
+// The warm pool is the Linux backends' (its dispatch drives the init through
+// internal/reexec): no other build has one.
+
 package host
 
 import (
