@@ -273,7 +273,8 @@ func saturate(ctx context.Context, r *row, conc, runs int) error {
 }
 
 // burst runs n executions of run, conc at a time: how long they took in
-// all, each one's latency and the last attestation.
+// all, each one's latency and the last attestation. A worker stops at its
+// first error, which burst returns.
 func burst(ctx context.Context, run func(context.Context) (*sandbox.Isolation, error), conc, n int) (time.Duration, []time.Duration, *sandbox.Isolation, error) {
 	next := make(chan struct{}, n)
 	for range n {
@@ -298,6 +299,9 @@ func burst(ctx context.Context, run func(context.Context) (*sandbox.Isolation, e
 				}
 				times, last = append(times, d), iso
 				mu.Unlock()
+				if err != nil {
+					return
+				}
 			}
 		})
 	}

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/psych-runtime/psych/internal/layers"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/demotools"
 )
@@ -124,41 +125,16 @@ func echoFloor(python string) (float64, error) {
 func throughput(ctx context.Context, sb sandbox.Sandbox, cfg Config) ([]Throughput, float64, error) {
 	var out []Throughput
 	n := max(cfg.Runs, 8)
+	run := runner(sb, Builtin, layers.Full())
 	for _, c := range cfg.Concurrency {
-		start := time.Now()
-		if err := parallel(ctx, sb, c, n, Builtin); err != nil {
-			return nil, 0, err
+		d, _, _, err := burst(ctx, run, c, n)
+		if err != nil {
+			return nil, 0, fmt.Errorf("bench: throughput run: %w", err)
 		}
-		out = append(out, Throughput{Concurrency: c, PerSecond: float64(n) / time.Since(start).Seconds()})
+		out = append(out, Throughput{Concurrency: c, PerSecond: float64(n) / d.Seconds()})
 	}
 	rss, err := rssPerRun(ctx, sb)
 	return out, rss, err
-}
-
-// parallel runs n executions of program on c workers.
-func parallel(ctx context.Context, sb sandbox.Sandbox, c, n int, program string) error {
-	jobs := make(chan struct{}, n)
-	for range n {
-		jobs <- struct{}{}
-	}
-	close(jobs)
-	var wg sync.WaitGroup
-	errs := make(chan error, c)
-	for range c {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range jobs {
-				if res, err := sb.Run(ctx, sandbox.Request{Code: program}); err != nil || res.Failure != nil {
-					errs <- fmt.Errorf("bench: throughput run: %v %+v", err, res)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
 }
 
 // rssPerRun is the host's RSS growth with 8 runs in flight (each asleep
