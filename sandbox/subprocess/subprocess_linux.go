@@ -557,13 +557,8 @@ func (r *run) start() error {
 	}
 	r.exited, r.reaped = make(chan struct{}), make(chan struct{})
 	go func() { r.reapExit, _ = r.proc.Wait(); close(r.reaped) }()
-	// With a pid namespace and a cgroup the run is over once the init has
-	// reported the interpreter's exit: the init's own exit kills what is
-	// left (serve kills the cgroup too), and cleanup waits for its reap.
-	// Without, only the reap says the tree is gone, and gives the usage.
-	early := r.pidNS && r.cg != nil
 	go func() {
-		if early {
+		if r.endsAtReport() {
 			<-r.proc.Reported()
 			if st, ok := r.proc.ReportedStatus(); ok {
 				r.exit = reexec.Exit{Status: st, Reported: true}
@@ -577,6 +572,13 @@ func (r *run) start() error {
 	}()
 	return nil
 }
+
+// endsAtReport says the run is over once the init has reported the
+// interpreter's exit: with a pid namespace the init's own exit kills what
+// is left, and with a cgroup serve kills it too; cleanup waits for the
+// init's reap. Without, only the reap says the tree is gone, and gives the
+// usage.
+func (r *run) endsAtReport() bool { return r.pidNS && r.cg != nil }
 
 // cgLimits are the run cgroup's limits; the init is one of its tasks.
 func (r *run) cgLimits() cgroups.Limits {
@@ -605,7 +607,7 @@ func (r *run) serve(ctx context.Context) (*sandbox.Result, error) {
 	}
 	e := host.Begin(ctx, setup)
 	cancelled := e.Supervise(ctx)
-	if r.cg != nil {
+	if r.endsAtReport() {
 		r.cg.Kill() // what the init's exit has not yet taken
 	}
 	ru := r.exit.Rusage
