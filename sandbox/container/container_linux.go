@@ -295,9 +295,6 @@ func (r *run) execute(ctx context.Context) (*sandbox.Result, error) {
 	if err := r.start(ctx); err != nil {
 		return nil, errors.Join(err, r.unwind())
 	}
-	if err := r.req.SetStart(r.env); err != nil {
-		return nil, errors.Join(err, r.unwind())
-	}
 	return r.serveDetached(ctx)
 }
 
@@ -363,6 +360,13 @@ func (r *run) start(ctx context.Context) error {
 	plan, err := r.plan()
 	if err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	// A cold run's start frame, with its environment, before the engine
+	// starts anything: one past the frame cap is the request's error.
+	if r.req != nil {
+		if err := r.req.SetStart(r.env); err != nil {
+			return err
+		}
 	}
 	if err := writeOwned(filepath.Join(r.dir, nsexec.ContainerPlan), plan, outer); err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)

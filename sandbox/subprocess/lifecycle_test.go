@@ -341,3 +341,17 @@ func TestTwoSandboxesOneProcess(t *testing.T) {
 		t.Fatalf("the first Sandbox's run: %v", err)
 	}
 }
+
+// TestEnvPastFrameCap: an environment that takes the start frame past the
+// frame cap is the request's error, found before a sandbox starts.
+func TestEnvPastFrameCap(t *testing.T) {
+	s := newTestSandbox(t, Config{MaxFrameBytes: 4096, EnvAllowlist: []string{"PSYCH_BIG"}})
+	_, err := s.Run(context.Background(), sandbox.Request{Code: "1", Env: map[string]string{"PSYCH_BIG": strings.Repeat("x", 5000)}})
+	if !errors.Is(err, sandbox.ErrInvalidRequest) || errors.Is(err, sandbox.ErrHostFault) {
+		t.Fatalf("Run: %v, want ErrInvalidRequest alone", err)
+	}
+	res, err := s.Run(context.Background(), sandbox.Request{Code: "import os\nlen(os.environ['PSYCH_BIG'])", Env: map[string]string{"PSYCH_BIG": "xy"}})
+	if err != nil || string(res.Value) != "2" {
+		t.Fatalf("a small one: %v %+v", err, res)
+	}
+}

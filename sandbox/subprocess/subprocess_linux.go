@@ -412,10 +412,6 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 	if err := r.start(); err != nil {
 		return nil, errors.Join(err, r.cleanup())
 	}
-	if err := hr.SetStart(r.env); err != nil {
-		r.destroy()
-		return nil, err
-	}
 	return r.finish(r.serve(ctx))
 }
 
@@ -520,6 +516,15 @@ func (r *run) start() error {
 	if err != nil {
 		closeChild()
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	// A cold run's start frame, with its environment, before anything
+	// starts: one past the frame cap is the request's error.
+	if r.req != nil {
+		if err := r.req.SetStart(r.env); err != nil {
+			closeAll(trees)
+			closeChild()
+			return err
+		}
 	}
 	opts := &reexec.Options{
 		Plan: plan, Stdout: outW, Stderr: errW, Wire: child, CgroupFD: -1,
