@@ -11,8 +11,11 @@ import (
 //
 // Run returns a Result whenever the program ran, whatever it did. It returns
 // an error only when the sandbox could not run it (see the package doc), and
-// the context's error when ctx ended first; in that case the whole process
-// tree is killed and removed before Run returns.
+// the context's error when ctx ended first. Either way every process of the
+// run has been sent SIGKILL before Run returns, so none runs another
+// instruction of its own after; what the run leaves on the host (a
+// cgroup, directories, a container) may be removed after, off the
+// request's path, and is gone when Close returns.
 //
 // Close releases what the Sandbox holds between runs (a warm pool's
 // sandboxes, an engine connection) once the runs in flight are done, and

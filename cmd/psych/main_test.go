@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/sandbox"
 )
 
@@ -271,5 +273,37 @@ func TestHandOver(t *testing.T) {
 	cmd.Stdin = strings.NewReader("6 * 7")
 	if out, err := cmd.Output(); err != nil || !strings.Contains(string(out), `"value":42`) {
 		t.Fatalf("psych run alone: %v, %s", err, out)
+	}
+}
+
+// TestRunLeavesNothing: psych run exits only after its run's directory and
+// cgroups are removed (their removal ends after the result).
+func TestRunLeavesNothing(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the run cgroups and /var/lib/psych/tmp are a root host's (CI runs as root)")
+	}
+	m, err := cgroups.NewManager(cgroups.Config{})
+	if err != nil {
+		t.Fatalf("cgroups here: %v", err)
+	}
+	for i := 0; i < 5; i++ {
+		cmd := exec.Command(psychBin, "run", "--json", "--python", testPython(), "-")
+		cmd.Stdin = strings.NewReader("print('x')\n1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("psych run: %v: %s", err, out)
+		}
+		prefix := fmt.Sprintf("%d.", cmd.Process.Pid)
+		dirs := []string{"/var/lib/psych/tmp"}
+		for _, parent := range m.Parents() {
+			dirs = append(dirs, parent)
+		}
+		for _, dir := range dirs {
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				if strings.HasPrefix(e.Name(), prefix) {
+					t.Errorf("psych run (pid %d) left %s", cmd.Process.Pid, filepath.Join(dir, e.Name()))
+				}
+			}
+		}
 	}
 }

@@ -76,7 +76,8 @@ func makeRows(cfg Config) (rows []*row, full sandbox.Sandbox, notes []string, er
 	if program == "" {
 		program = Builtin
 	}
-	rows = append(rows, &row{name: "full", run: runner(sb, program, layers.Full())})
+	// Closed last: its runs' removals finish there.
+	rows = append(rows, &row{name: "full", run: runner(sb, program, layers.Full()), close: func() { sb.Close() }})
 	if cfg.CLI != "" {
 		rows = append(rows, &row{name: "cli", run: func(ctx context.Context) (*sandbox.Isolation, error) {
 			return cliRun(ctx, cfg.CLI, python, program)

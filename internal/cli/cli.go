@@ -337,7 +337,11 @@ func newSandbox(f *sandboxFlags, eng *Engines) (sandbox.Sandbox, func(), error) 
 			RequireCgroup:        f.requireCgroup,
 			MaxOutputBytes:       int(f.maxOutput),
 		})
-		return sb, func() {}, err
+		if err != nil {
+			return nil, nil, err
+		}
+		// Close waits for the run's removal, which ends after its result.
+		return sb, func() { sb.Close() }, nil
 	case "container":
 		if f.python != "" {
 			return nil, nil, fmt.Errorf("--python is for --backend subprocess (use --container-python): %w", sandbox.ErrInvalidConfig)

@@ -752,6 +752,7 @@ func checkRun(ctx context.Context, h *host) (Check, *sandbox.Isolation) {
 		c.Fix = "fix the checks above"
 		return c, nil
 	}
+	defer sb.Close() // the run's cgroup and directory are removed there
 	res, err := sb.Run(ctx, sandbox.Request{Code: "None"})
 	if err != nil {
 		c.Found = "no isolated execution: " + oneLine(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/psych-runtime/psych/netns"
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/test/contract"
 )
 
 // requireRoot skips where the test needs a root host; CI runs as root.
@@ -179,7 +180,8 @@ func TestIDRange(t *testing.T) {
 	}
 }
 
-// TestNoLeaks: many runs leave no fd, cgroup, directory or goroutine behind.
+// TestNoLeaks: many runs leave no fd, cgroup, directory or goroutine behind
+// once the Sandbox is closed.
 func TestNoLeaks(t *testing.T) {
 	s := newTestSandbox(t, Config{})
 	fds := func() int { e, _ := os.ReadDir("/proc/self/fd"); return len(e) }
@@ -191,9 +193,12 @@ func TestNoLeaks(t *testing.T) {
 	}
 	run() // warm up lazily opened fds
 	before := fds()
+	s.removing.Wait() // the warm-up run's removal: its fds close there
+	before = fds()
 	for i := 0; i < 20; i++ {
 		run()
 	}
+	s.Close()
 	if after := fds(); after != before {
 		t.Errorf("open fds went from %d to %d over 20 runs", before, after)
 	}
@@ -274,15 +279,27 @@ func TestDefaultPython(t *testing.T) {
 	}
 }
 
-// TestCancelLeavesNothing: a cancelled run leaves no cgroup or run directory.
+// TestCancelLeavesNothing: a cancelled run's processes are killed when Run
+// returns (gone within a moment, where a sleeper left alone would live a
+// minute), and its cgroup and run directory are gone after Close.
 func TestCancelLeavesNothing(t *testing.T) {
 	s := newTestSandbox(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, err := s.Run(ctx, sandbox.Request{Code: "import subprocess\nsubprocess.Popen(['sleep', '60'], start_new_session=True)\nimport time\ntime.sleep(60)"})
+	marker := fmt.Sprintf("psych-cancel-%d", time.Now().UnixNano())
+	code := "import subprocess, sys, time\n" +
+		"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', '" + marker + "'], start_new_session=True)\n" +
+		"time.sleep(60)"
+	_, err := s.Run(ctx, sandbox.Request{Code: code})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Run: %v, want the context's error", err)
 	}
+	for end := time.Now().Add(2 * time.Second); len(contract.ProcessesWith(marker)) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("processes alive 2 s after Run returned: %v", contract.ProcessesWith(marker))
+		}
+	}
+	s.Close()
 	for _, left := range append(ownedBy(s.cfg.TmpBase, os.Getpid()), ownCgroups(s)...) {
 		t.Errorf("left behind after cancel: %s", left)
 	}

@@ -97,19 +97,6 @@ func (s *Sandbox) warm(ctx context.Context, hr *host.Request) (*run, string) {
 	return r, why
 }
 
-// serveWarm serves a dispatched run and returns its result once its
-// processes are gone; its cgroup and directory are removed after, off the
-// request's path (Close waits for that).
-func (r *run) serveWarm(ctx context.Context) (*sandbox.Result, error) {
-	res, err := r.serve(ctx)
-	r.s.removing.Go(func() {
-		if err := r.cleanup(); err != nil {
-			r.s.log.Warn("psych: removing a served pooled sandbox", "err", err)
-		}
-	})
-	return res, err
-}
-
 // dispatch gives a pooled run its request (host.Pooled.Dispatch); the wall
 // clock starts with serve.
 func (r *run) dispatch(hr *host.Request) error {

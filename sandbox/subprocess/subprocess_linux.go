@@ -57,7 +57,7 @@ type Sandbox struct {
 	mu       sync.Mutex
 	closed   bool
 	running  sync.WaitGroup
-	removing sync.WaitGroup // warm runs' cleanups, after their results
+	removing sync.WaitGroup // served runs' removals, after their results
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
@@ -400,7 +400,7 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 	if s.pool != nil && set == layers.Full() {
 		var r *run
 		if r, coldReason = s.warm(ctx, hr); r != nil {
-			return r.serveWarm(ctx)
+			return r.serveThenRemove(ctx)
 		}
 	}
 	uid, gid, release, err := s.acquire(ctx)
@@ -412,7 +412,7 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 	if err := r.start(); err != nil {
 		return nil, errors.Join(err, r.cleanup())
 	}
-	return r.finish(r.serve(ctx))
+	return r.serveThenRemove(ctx)
 }
 
 // enter counts a run in, unless the Sandbox is closed.
@@ -632,10 +632,19 @@ func (r *run) serve(ctx context.Context) (*sandbox.Result, error) {
 	}), nil
 }
 
-// finish removes the run after serve and joins a removal's error to serve's
-// outcome: a result stands beside a host fault of its cleanup.
-func (r *run) finish(res *sandbox.Result, err error) (*sandbox.Result, error) {
-	return res, errors.Join(err, r.cleanup())
+// serveThenRemove serves a started run, cold or dispatched, and returns its
+// result once its processes are gone; its cgroup and directory are removed
+// after, off the request's path. Close waits for that, and a host killed
+// meanwhile leaves them to the next New's sweep of dead owners. A removal's
+// failure cannot reach the result any more: it is logged.
+func (r *run) serveThenRemove(ctx context.Context) (*sandbox.Result, error) {
+	res, err := r.serve(ctx)
+	r.s.removing.Go(func() {
+		if err := r.cleanup(); err != nil {
+			r.s.log.Warn("psych: removing a served run", "run", r.dir, "err", err)
+		}
+	})
+	return res, err
 }
 
 // destroy kills a run that will not be served, waits for its init, and

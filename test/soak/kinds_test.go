@@ -113,12 +113,24 @@ func failed(res *sandbox.Result, err error, typ string, limit sandbox.LimitName)
 	return nil
 }
 
+// noneLeft checks that no process of the run outlives it. Run returns once
+// they are all killed; the kernel may take a moment more to remove them, a
+// live one would stay.
 func noneLeft(p prog) error {
-	if left := contract.ProcessesWith(p.marker); len(left) > 0 {
-		return fmt.Errorf("processes of the run outlived it: %v", left)
+	var left []string
+	for end := time.Now().Add(goneWithin); ; time.Sleep(10 * time.Millisecond) {
+		if left = contract.ProcessesWith(p.marker); len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("processes of the run outlived it by %v: %v", goneWithin, left)
+		}
 	}
-	return nil
 }
+
+// goneWithin is how long a killed run's processes, or a served run's removal,
+// may take to be gone.
+const goneWithin = 5 * time.Second
 
 // kinds is the soak's mix.
 func kinds() []kind {

@@ -126,7 +126,7 @@ func subprocessTarget() *target {
 			if err != nil {
 				t.Fatalf("subprocess.New: %v", err)
 			}
-			return s, nil
+			return s, s.Close // a run's removal may end after its result
 		},
 		leftovers: func(t *testing.T) []string {
 			base := "/var/lib/psych/tmp"
