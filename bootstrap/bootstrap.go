@@ -6,7 +6,10 @@
 //
 // It reads the start frame of sandbox/wire, runs the code as the __main__
 // module, serves the program's binding calls over the channel, and sends
-// exactly one result frame.
+// exactly one result frame. Then it does what python's exit does that a
+// program can observe (threads joined, atexit handlers, flushes), closes
+// every descriptor but the channel, sends the exit frame with the status it
+// exits with, and ends the process with os._exit.
 //
 // What it promises:
 //   - The program runs in a fresh module registered as sys.modules["__main__"]

@@ -35,6 +35,7 @@ BUILTINS = dict(builtins.__dict__)
 __builtins__ = BUILTINS
 IMPORT = builtins.__import__
 os_read, os_write, os_fstat, os_stat, os_exit = os.read, os.write, os.fstat, os.stat, os._exit
+os_close, os_closerange, os_sysconf, os_listdir = os.close, os.closerange, os.sysconf, os.listdir
 getpid = os.getpid  # also: a program mocking os.getpid must not fool the fork check
 getrecursionlimit, setrecursionlimit = sys.getrecursionlimit, sys.setrecursionlimit
 isfinite = math.isfinite
@@ -971,11 +972,14 @@ def say(text):
 
 # --- exiting --------------------------------------------------------------
 #
-# After the result is sent, the bootstrap ends the process itself instead of
-# raising SystemExit: Py_FinalizeEx's module teardown and final collections
-# cost ~2 ms of every execution, and the host sees nothing of them.
-# exit_like_python keeps what a program can observe of python's exit, in
-# Py_FinalizeEx's order:
+# After the result is sent, the bootstrap does what python's exit does that
+# a program can observe (exit_like_python), closes every descriptor but the
+# channel, sends the exit frame with the status, closes the channel and ends
+# the process itself instead of raising SystemExit: Py_FinalizeEx's module
+# teardown and final collections cost ~2 ms of every execution, and the
+# host sees nothing of them. Nothing of the program runs after the exit
+# frame, so a host may end the run there, before the interpreter's own
+# teardown. exit_like_python keeps, in Py_FinalizeEx's order:
 #   1. non-daemon threads are joined: threading._shutdown(), if the program
 #      imported threading (3.9+ first run threading's own exit hooks, such
 #      as concurrent.futures' executors);
@@ -1066,8 +1070,31 @@ def flush_at_exit():
     return ok
 
 
+def close_all_but(keep):
+    """Closes every descriptor of the process but keep: the host then sees
+    the end of stdout and stderr at once (unless a child holds them),
+    instead of after the interpreter's own teardown."""
+    if VERSION < (3, 10):  # closerange closes one by one up to its bound
+        try:
+            for name in os_listdir("/proc/self/fd"):
+                if int(name) != keep:
+                    try:
+                        os_close(int(name))
+                    except OSError:
+                        pass  # the listing's own fd, closed already
+            return
+        except BaseException:
+            pass
+    top = os_sysconf("SC_OPEN_MAX")
+    if top < 0:
+        top = 1 << 20
+    os_closerange(0, keep)
+    os_closerange(keep + 1, top)
+
+
 def exit_like_python(status):
-    """Ends the process as python's exit would, less the teardown (see above)."""
+    """Does what python's exit does that a program can see, less the
+    teardown (see above), and returns the exit status."""
     try:
         threading = sys.modules.get("threading")
         if threading is not None:
@@ -1085,8 +1112,8 @@ def exit_like_python(status):
         if ctypes is not None:
             ctypes.CDLL(None).fflush(None)
     except BaseException:
-        pass  # whatever the program did to sys, the process ends here
-    os_exit(status)
+        pass  # whatever the program did to sys, the process ends next
+    return status
 
 
 def main():
@@ -1147,7 +1174,14 @@ def main():
         flush_std()
         os_exit(EXIT_BOOTSTRAP)
     del exc, value
-    exit_like_python(status)
+    status = exit_like_python(status) & 0xFF  # as the kernel keeps it
+    try:
+        close_all_but(fd)
+        write_frame(fd, encode({"type": "exit", "code": status}))
+        os_close(fd)
+    except BaseException:
+        pass  # the host then has the kernel's word alone
+    os_exit(status)
 
 
 # main's frame is entered from this one, whose builtins are BUILTINS: on 3.8

@@ -52,6 +52,7 @@ type program struct {
 // outcome is everything the host saw.
 type outcome struct {
 	result   *wire.Result
+	exit     *wire.Exit
 	calls    []*wire.Call
 	exitCode int
 	stdout   string
@@ -160,6 +161,11 @@ func converse(t *testing.T, rw io.ReadWriter, p program) *outcome {
 				t.Fatalf("second result frame: %+v", m)
 			}
 			o.result = m
+		case *wire.Exit:
+			if o.result == nil || o.exit != nil {
+				t.Fatalf("exit frame %+v not right after the one result", m)
+			}
+			o.exit = m
 		default:
 			t.Fatalf("unexpected frame %T", m)
 		}
@@ -197,6 +203,11 @@ func runArgs(t *testing.T, args []string, p program) *outcome {
 	c.wait(t, o)
 	if o.result == nil {
 		t.Fatalf("no result frame; exit %d, stderr:\n%s", o.exitCode, o.stderr)
+	}
+	// The exit frame's word is the kernel's, where the process did not end
+	// otherwise (os._exit in a handler, a signal).
+	if o.exit != nil && o.exit.Code != o.exitCode {
+		t.Errorf("the exit frame says %d; the interpreter exited %d", o.exit.Code, o.exitCode)
 	}
 	return o
 }
@@ -996,29 +1007,40 @@ func TestExitMatchesPython(t *testing.T) {
 }
 
 // TestResultBeforeThreadsEnd: the result frame is sent before the
-// non-daemon threads are joined, and their output still arrives.
+// non-daemon threads are joined, and their output still arrives; the exit
+// frame comes after them, with the status, and the channel ends with it.
 func TestResultBeforeThreadsEnd(t *testing.T) {
-	code := "import threading, time\nthreading.Thread(target=lambda: (time.sleep(1), print('late', end=''))).start()\n6 * 7"
+	code := "import threading, time\nthreading.Thread(target=lambda: (time.sleep(1), print('late', end=''))).start()\nraise SystemExit(3)"
 	hostEnd, childEnd := socketpair(t)
 	c := startChild(t, launchArgs(t), childEnd)
 	hostEnd.SetDeadline(time.Now().Add(30 * time.Second))
 	if err := wire.NewEncoder(hostEnd, 0).Encode(&wire.Start{V: wire.Version, Code: code}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := wire.NewDecoder(hostEnd, 0).Next()
+	dec := wire.NewDecoder(hostEnd, 0)
+	m, err := dec.Next()
 	if err != nil {
 		t.Fatalf("read result: %v", err)
 	}
-	if r, ok := m.(*wire.Result); !ok || string(r.Value) != "42" {
-		t.Fatalf("frame %+v", m)
+	if r, ok := m.(*wire.Result); !ok || r.Failure == nil || r.Failure.Type != "SystemExit" {
+		t.Fatalf("frame %+v, want SystemExit", m)
 	}
 	// The thread sleeps on: the interpreter has not exited (nor is it a zombie).
 	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid)); err != nil || strings.Contains(string(stat), ") Z ") {
 		t.Fatalf("the interpreter ended before its thread: %q %v", stat, err)
 	}
+	if m, err = dec.Next(); err != nil {
+		t.Fatalf("read the exit frame: %v", err)
+	}
+	if x, ok := m.(*wire.Exit); !ok || x.Code != 3 {
+		t.Fatalf("frame %+v, want the exit frame with code 3", m)
+	}
+	if m, err = dec.Next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the exit frame: %+v, %v; want the channel's end", m, err)
+	}
 	o := &outcome{}
 	c.wait(t, o)
-	if o.stdout != "late" || o.exitCode != 0 {
+	if o.stdout != "late" || o.exitCode != 3 {
 		t.Errorf("stdout %q exit %d, stderr %q", o.stdout, o.exitCode, o.stderr)
 	}
 }

@@ -120,7 +120,11 @@ func TestRunLimitsFlags(t *testing.T) {
 		t.Fatalf("--wall-seconds 1: limit_hit %q", res.LimitHit)
 	}
 	if os.Geteuid() == 0 { // a root host has a run cgroup
-		res = runJSON(t, "import os\npid = os.fork()\nb = bytearray(48 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nif pid: os.wait()", "--memory", "64MiB")
+		// Two processes over the cap together; the parent is the OOM
+		// killer's choice (a raised oom_score_adj), so the program never
+		// completes: an OOM kill after a result would be a completion.
+		res = runJSON(t, "import os\npid = os.fork()\nif pid:\n    open('/proc/self/oom_score_adj', 'w').write('1000')\n"+
+			"b = bytearray(48 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nif pid: os.wait()", "--memory", "64MiB")
 		if res.LimitHit != sandbox.LimitMemoryBytes || res.Usage == nil || res.Usage.PeakMemoryBytes > 64<<20+(4<<20) {
 			t.Fatalf("--memory 64MiB: limit_hit %q, usage %+v", res.LimitHit, res.Usage)
 		}

@@ -598,6 +598,8 @@ func (r *run) serve(ctx context.Context) (*sandbox.Result, error) {
 		Request: r.req, Wire: r.host, MaxFrame: s.cfg.MaxFrameBytes, MaxOutput: s.cfg.MaxOutputBytes,
 		Stdout: r.outR, Stderr: r.errR, Exited: r.exited, Kill: r.killTree, Started: r.started,
 		CPUBase: r.cpuBase, SetupInPidsPeak: r.dispatched,
+		// The cgroup's kill takes the whole tree at once.
+		EndAtExitFrame: r.endsAtReport(),
 	}
 	if r.cg != nil {
 		setup.Meter = r.cg
@@ -612,10 +614,14 @@ func (r *run) serve(ctx context.Context) (*sandbox.Result, error) {
 	}
 	e := host.Begin(ctx, setup)
 	cancelled := e.Supervise(ctx)
-	if r.endsAtReport() {
-		r.cg.Kill() // what the init's exit has not yet taken
+	var exit reexec.Exit // the init's report; none yet at the program's own end
+	if !e.EndedAtExitFrame() {
+		exit = r.exit
+		if r.endsAtReport() {
+			r.cg.Kill() // what the init's exit has not yet taken
+		}
 	}
-	ru := r.exit.Rusage
+	ru := exit.Rusage
 	usage := e.Usage(sandbox.Usage{
 		CPUSeconds:      time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds(),
 		PeakMemoryBytes: ru.Maxrss << 10,
@@ -627,7 +633,7 @@ func (r *run) serve(ctx context.Context) (*sandbox.Result, error) {
 	}
 	iso := r.iso
 	return e.Result(host.Outcome{
-		Status: host.WaitStatus(r.exit.Status), Usage: usage,
+		Status: host.WaitStatus(exit.Status), Usage: usage,
 		NetworkDenied: r.netOK, Isolation: &iso, TmpFull: r.tmp.Full(),
 	}), nil
 }

@@ -2,8 +2,9 @@
 //
 // A frame is a 4-byte big-endian length followed by that many bytes of one
 // UTF-8 JSON object with a "type": start (host → child), call (child → host),
-// reply (host → child) or result (child → host). A frame longer than the
-// decoder's cap is refused before it is read; the default cap is 16 MiB.
+// reply (host → child), result (child → host) and, last, exit (child →
+// host). A frame longer than the decoder's cap is refused before it is
+// read; the default cap is 16 MiB.
 //
 // The decoder is written for hostile input: any byte sequence yields a frame
 // or an error wrapping one of the sentinel errors below, never a panic, and
@@ -47,6 +48,7 @@ const (
 	TypeCall   = "call"
 	TypeReply  = "reply"
 	TypeResult = "result"
+	TypeExit   = "exit"
 )
 
 // Decoding errors. Every error from Decoder.Next other than io.EOF wraps one.
@@ -109,6 +111,16 @@ type Result struct {
 	Failure *Failure        `json:"failure"`
 }
 
+// Exit follows the Result, last: the bootstrap sends it once the program's
+// threads, atexit handlers and flushes are done and every other descriptor
+// of the interpreter is closed, and exits with Code next. It is the
+// program's word: a host may end the run at it (nothing of the program runs
+// after), but the kernel's account of a process that ended otherwise beats
+// it.
+type Exit struct {
+	Code int `json:"code"`
+}
+
 // typeOf names the frame type of a message value.
 func typeOf(m any) (string, error) {
 	switch m.(type) {
@@ -120,6 +132,8 @@ func typeOf(m any) (string, error) {
 		return TypeReply, nil
 	case *Result:
 		return TypeResult, nil
+	case *Exit:
+		return TypeExit, nil
 	}
 	return "", fmt.Errorf("encode frame: unsupported message %T", m)
 }
@@ -346,6 +360,8 @@ func Unmarshal(body []byte) (any, error) {
 		m = new(Reply)
 	case TypeResult:
 		m = new(Result)
+	case TypeExit:
+		m = new(Exit)
 	default:
 		return nil, fmt.Errorf("decode frame: type %.64q: %w", *env.Type, ErrUnknownType)
 	}
@@ -383,6 +399,10 @@ func check(m any) error {
 		}
 		if m.Failure != nil && m.Failure.Type == "" {
 			return errors.New("failure without a type")
+		}
+	case *Exit:
+		if m.Code < 0 || m.Code > 255 {
+			return fmt.Errorf("exit code %d out of 0..255", m.Code)
 		}
 	}
 	return nil

@@ -7,15 +7,20 @@
 //     UTF-8, the bindings' names by sandbox.CheckName, the start frame under
 //     the frame cap) and Env builds the child's environment from nothing.
 //   - Server serves the wire: it sends the start frame, answers the
-//     program's binding calls one at a time, takes its one result frame,
-//     and ends the run on any malformed, oversized, unexpected or duplicate
-//     frame. Every byte from the program is hostile.
+//     program's binding calls one at a time, takes its one result frame and
+//     then its exit frame, and ends the run on any malformed, oversized,
+//     unexpected or duplicate frame. Every byte from the program is hostile.
 //   - Capture drains stdout and stderr under a cap, reading on past it.
 //   - Execution runs the supervision loop: the wall clock (pausable, for a
 //     run frozen while a person approves a call), the whole-run CPU and OOM
 //     watch on the run's cgroup, the context, protocol violations; and then
 //     the attribution of limit_hit and the failure description, over a
-//     backend-neutral ExitStatus.
+//     backend-neutral ExitStatus. Where the backend's Kill takes the whole
+//     tree (EndAtExitFrame), the run ends at the program's exit frame once
+//     the wire and its output have ended, not after the interpreter's own
+//     teardown; the frame's status is then the run's, which the program
+//     could have given the kernel as well. Output still held open (a child
+//     of the program) leaves the end to the kernel's word.
 //   - ReadStatus, ReadMap and Namespaces read the attestation from /proc.
 //   - NewRunDir and RemoveStale keep per-run directories, named after their
 //     owner (cgroups.Owner), so a later host removes only a dead host's.

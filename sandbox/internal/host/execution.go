@@ -47,6 +47,13 @@ type Setup struct {
 	// CPUBase is the Meter's CPU at dispatch, for a pooled sandbox: the
 	// run's CPU budget and usage count from it.
 	CPUBase time.Duration
+	// EndAtExitFrame lets the run end at the program's own end, before the
+	// interpreter's teardown: once the exit frame has come and the wire,
+	// stdout and stderr have all ended (nothing of the program holds them),
+	// Supervise kills the run and returns, and the status is the frame's.
+	// Only for a backend whose Kill takes the whole tree at once; else the
+	// run ends at Exited.
+	EndAtExitFrame bool
 }
 
 // CPUPoll is how often the whole-run CPU and OOM counters are read.
@@ -79,6 +86,8 @@ type Execution struct {
 	ev             Evidence
 	ended          time.Time
 	cancelled      bool
+	atEnd          chan struct{} // closed at the program's own end (EndAtExitFrame)
+	endedAtExit    bool
 
 	// The suspension: freeze and the paused clock go together.
 	susMu     sync.Mutex
@@ -110,6 +119,16 @@ func Begin(ctx context.Context, s Setup) *Execution {
 	// The clock exists before the first call can suspend the run.
 	e.clock = NewWallClock(time.Duration(s.Request.Limits.WallSeconds * float64(time.Second)))
 	go func() { defer close(e.served); e.srv.Serve(serveCtx) }()
+	if s.EndAtExitFrame {
+		e.atEnd = make(chan struct{})
+		go func() {
+			<-e.served
+			e.drains.Wait()
+			if e.srv.Exit() != nil {
+				close(e.atEnd)
+			}
+		}()
+	}
 	if s.Meter != nil {
 		// The first sample: the interpreter exists, whatever the run's
 		// length, and a kernel without pids.peak still shows it.
@@ -199,24 +218,17 @@ func (e *Execution) Supervise(ctx context.Context) error {
 	wall, violation, done := e.clock.C(), e.srv.Violation(), ctx.Done()
 	killed := false
 	kill := func() { killed = true; e.kill() }
+	atEnd := e.atEnd
 	for {
 		select {
+		case <-atEnd:
+			// The program's own end: nothing of it runs from here, and
+			// what it left is killed now, not on the host's account.
+			e.endedAtExit = true
+			e.s.Kill()
+			return e.end(ctx)
 		case <-e.s.Exited:
-			e.ended = time.Now()
-			e.susMu.Lock()
-			e.over = true
-			if e.frozen {
-				// Gone while frozen: count the suspension to the end.
-				e.suspended += e.ended.Sub(e.frozeAt)
-				e.frozen = false
-			}
-			e.susMu.Unlock()
-			e.clock.Stop()
-			e.cancel() // a binding call still in flight ends with the run
-			if e.cancelled {
-				return ctx.Err()
-			}
-			return nil
+			return e.end(ctx)
 		case <-wall:
 			wall = nil
 			e.ev.WallFired = !killed
@@ -251,6 +263,30 @@ func (e *Execution) Supervise(ctx context.Context) error {
 		}
 	}
 }
+
+// end records the run's end for Supervise.
+func (e *Execution) end(ctx context.Context) error {
+	e.ended = time.Now()
+	e.susMu.Lock()
+	e.over = true
+	if e.frozen {
+		// Gone while frozen: count the suspension to the end.
+		e.suspended += e.ended.Sub(e.frozeAt)
+		e.frozen = false
+	}
+	e.susMu.Unlock()
+	e.clock.Stop()
+	e.cancel() // a binding call still in flight ends with the run
+	if e.cancelled {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// EndedAtExitFrame reports whether Supervise ended the run at the
+// program's own end (Setup.EndAtExitFrame): the backend's own exit report
+// may then not exist yet, and Result takes the status from the exit frame.
+func (e *Execution) EndedAtExitFrame() bool { return e.endedAtExit }
 
 // Sample keeps what the host must watch for itself: the most tasks seen
 // (where the kernel keeps no pids.peak) and the kernel's event counters.
@@ -333,6 +369,9 @@ func (e *Execution) Result(o Outcome) *sandbox.Result {
 		NetworkDenied: o.NetworkDenied,
 		Usage:         o.Usage,
 		Isolation:     o.Isolation,
+	}
+	if e.endedAtExit {
+		o.Status = ExitStatus{Code: e.srv.Exit().Code}
 	}
 	cpuUsed := 0.0
 	if o.Usage != nil {

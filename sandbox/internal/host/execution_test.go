@@ -198,3 +198,94 @@ func TestSuspend(t *testing.T) {
 	e.Supervise(context.Background())
 	e.Finish()
 }
+
+// beginProgram begins a run with EndAtExitFrame whose program sends frames
+// and then, with closeOutput, closes the wire and its stdout and stderr;
+// without, stdout stays open (a child of it would hold it) until Kill.
+func beginProgram(t *testing.T, frames []any, closeOutput bool) (*Execution, *fakeRun, func()) {
+	t.Helper()
+	req, err := Prepare(sandbox.Request{Code: "x"}, sandbox.DefaultLimits(), wire.DefaultMaxFrame, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostEnd, child := net.Pipe()
+	outR, outW := net.Pipe()
+	f := &fakeRun{exited: make(chan struct{}), child: child}
+	kill := func() { outW.Close(); f.kill() }
+	go func() {
+		wire.NewDecoder(child, 0).Next()
+		enc := wire.NewEncoder(child, 0)
+		for _, m := range frames {
+			if enc.Encode(m) != nil {
+				return
+			}
+		}
+		if closeOutput {
+			outW.Close()
+			child.Close()
+		}
+	}()
+	s := Setup{Request: req, Wire: hostEnd, MaxFrame: wire.DefaultMaxFrame, MaxOutput: 1 << 20,
+		Stdout: outR, Stderr: strings.NewReader(""),
+		Exited: f.exited, Kill: kill, Started: time.Now(), EndAtExitFrame: true}
+	return Begin(context.Background(), s), f, kill
+}
+
+// TestEndAtExitFrame: a run whose program sent its result and exit frame
+// and closed its output ends there: Kill is called (the rest of the tree),
+// the status is the frame's, and the host's evidence shows no kill of its
+// own.
+func TestEndAtExitFrame(t *testing.T) {
+	e, f, _ := beginProgram(t, []any{&wire.Result{Failure: &wire.Failure{Type: "SystemExit", Message: "3"}}, &wire.Exit{Code: 3}}, true)
+	done := make(chan error, 1)
+	go func() { done <- e.Supervise(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Supervise did not return at the exit frame")
+	}
+	e.Finish()
+	if !e.EndedAtExitFrame() || f.kills != 1 {
+		t.Fatalf("ended at the exit frame %v, kills %d; want true and 1", e.EndedAtExitFrame(), f.kills)
+	}
+	res := e.Result(Outcome{Status: ExitStatus{Signal: sigKILL}}) // the kernel's word is not in yet
+	if res.Failure == nil || res.Failure.Type != "SystemExit" || res.Failure.ExitCode == nil || *res.Failure.ExitCode != 3 || res.LimitHit != "" {
+		t.Fatalf("result %+v, failure %+v; want the program's SystemExit with exit code 3", res, res.Failure)
+	}
+}
+
+// TestNoEndAtExitFrameWhileHeld: with the output still held open (by a
+// child of the program, say) the run ends only when its processes are
+// gone, on the kernel's word.
+func TestNoEndAtExitFrameWhileHeld(t *testing.T) {
+	e, _, kill := beginProgram(t, []any{&wire.Result{}, &wire.Exit{Code: 0}}, false)
+	done := make(chan error, 1)
+	go func() { done <- e.Supervise(context.Background()) }()
+	select {
+	case <-done:
+		t.Fatal("Supervise returned before the run's processes were gone")
+	case <-time.After(300 * time.Millisecond):
+	}
+	kill()
+	<-done
+	e.Finish()
+	if e.EndedAtExitFrame() {
+		t.Fatal("ended at the exit frame")
+	}
+}
+
+// TestExitFrameBeforeResult: an exit frame before the result breaks the
+// protocol: the host kills the run for it, and never takes its status.
+func TestExitFrameBeforeResult(t *testing.T) {
+	e, f, _ := beginProgram(t, []any{&wire.Exit{Code: 0}, &wire.Result{}}, true)
+	if err := e.Supervise(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.Finish()
+	if e.EndedAtExitFrame() || e.srv.ProtocolError() == nil || f.kills == 0 {
+		t.Fatalf("ended at the exit frame %v, protocol error %v, kills %d; want a violation and a kill", e.EndedAtExitFrame(), e.srv.ProtocolError(), f.kills)
+	}
+}

@@ -37,6 +37,7 @@ type Server struct {
 
 	// Set by Serve's reader; read only after it returned.
 	result   *wire.Result
+	exit     *wire.Exit
 	protoErr error
 	lastID   uint64
 	anyCall  bool
@@ -79,6 +80,15 @@ func (s *Server) Result() *wire.Result {
 		return nil
 	}
 	return s.result
+}
+
+// Exit is the program's exit frame, nil if none arrived or the run broke
+// the protocol; valid once Serve returned.
+func (s *Server) Exit() *wire.Exit {
+	if s.protoErr != nil {
+		return nil
+	}
+	return s.exit
 }
 
 // ProtocolError is the program's protocol violation, nil if none.
@@ -162,6 +172,12 @@ func (s *Server) read(ctx context.Context) {
 			}
 			s.result = m
 			s.finish()
+		case *wire.Exit:
+			if s.result == nil || s.exit != nil {
+				s.fail(errors.New("protocol: an exit frame not right after the result"))
+				return
+			}
+			s.exit = m
 		default:
 			s.fail(fmt.Errorf("protocol: unexpected %T frame from the program", m))
 			return
