@@ -191,10 +191,9 @@ func TestNoLeaks(t *testing.T) {
 			t.Fatalf("run: %v %+v", err, res)
 		}
 	}
-	run() // warm up lazily opened fds
-	before := fds()
+	run()             // warm up lazily opened fds
 	s.removing.Wait() // the warm-up run's removal: its fds close there
-	before = fds()
+	before := fds()
 	for i := 0; i < 20; i++ {
 		run()
 	}
@@ -286,7 +285,7 @@ func TestCancelLeavesNothing(t *testing.T) {
 	s := newTestSandbox(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	marker := fmt.Sprintf("psych-cancel-%d", time.Now().UnixNano())
+	marker := contract.Marker()
 	code := "import subprocess, sys, time\n" +
 		"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', '" + marker + "'], start_new_session=True)\n" +
 		"time.sleep(60)"
