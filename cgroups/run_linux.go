@@ -403,7 +403,7 @@ func (r *run) oomKills() (int64, error) {
 	case r.mem == "":
 		return 0, nil
 	}
-	b, err := os.ReadFile(filepath.Join(r.mem, "memory.oom_control"))
+	b, err := readSmall(filepath.Join(r.mem, "memory.oom_control"))
 	if err != nil {
 		return 0, err
 	}
@@ -437,8 +437,14 @@ func (r *run) kill() error {
 		return nil
 	}
 	if r.unified != "" {
-		// cgroup.kill is atomic: it also takes the forks in flight.
-		if _, err := r.killOnce(); err != nil {
+		// cgroup.kill is atomic: it also takes the forks in flight. One
+		// write, the whole of it on a run's path: the sweep of the v1
+		// directories is Remove's.
+		if err := killUnified(r.unified); err != nil {
+			// An empty cgroup needs no kill, which an unwritable one refuses.
+			if empty, uerr := unpopulated(r.unified); uerr == nil && empty {
+				return nil
+			}
 			return fmt.Errorf("kill run: %w", err)
 		}
 		return nil

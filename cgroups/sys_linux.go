@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -134,9 +135,38 @@ func mkdirShared(dir string) error {
 	return nil
 }
 
+// readSmall reads a cgroup file whole: an open, reads until EOF, a close
+// (os.ReadFile adds an fstat and the poller's registration, on a run's
+// path).
+func readSmall(path string) ([]byte, error) {
+	fd, err := openFd(path, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	b := make([]byte, 0, 512)
+	for {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, cap(b))
+		}
+		var n int
+		err := retryEINTR(func() (err error) {
+			n, err = unix.Read(fd, b[len(b):cap(b)])
+			return err
+		})
+		if err != nil {
+			return nil, gone(&os.PathError{Op: "read", Path: path, Err: err})
+		}
+		if n == 0 {
+			return b, nil
+		}
+		b = b[:len(b)+n]
+	}
+}
+
 // readInt reads a file holding one decimal integer.
 func readInt(path string) (int64, error) {
-	b, err := os.ReadFile(path)
+	b, err := readSmall(path)
 	if err != nil {
 		return 0, err
 	}
@@ -168,7 +198,7 @@ func keyed(b []byte, key string) (int64, bool) {
 
 // readKeyed reads key from a flat-keyed file.
 func readKeyed(path, key string) (int64, error) {
-	b, err := os.ReadFile(path)
+	b, err := readSmall(path)
 	if err != nil {
 		return 0, gone(err)
 	}
@@ -181,7 +211,7 @@ func readKeyed(path, key string) (int64, error) {
 
 // readPids lists the pids in a cgroup.procs file.
 func readPids(path string) ([]int, error) {
-	b, err := os.ReadFile(path)
+	b, err := readSmall(path)
 	if err != nil {
 		return nil, gone(err)
 	}

@@ -8,6 +8,8 @@ need=()
 command -v gcc >/dev/null || need+=(gcc)
 # cgo: the seccomp package compiles its filter with libseccomp.
 [ -f /usr/include/seccomp.h ] || need+=(libseccomp-dev)
+# make build links psych statically: libc.a (libseccomp-dev has libseccomp.a).
+dpkg -s libc6-dev >/dev/null 2>&1 || need+=(libc6-dev)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 # The trust store the subprocess backend's view binds read-only (the
 # contract's TrustStore case: ssl's default context must load CAs).

@@ -22,9 +22,11 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	// psych and, beside it, psych-full, which it hands the container
-	// backend, doctor and bench to.
+	// backend, doctor and bench to; linked statically, as make build
+	// links them.
 	psychBin = filepath.Join(dir, "psych")
-	if out, err := exec.Command("go", "build", "-o", dir+"/", ".", "../psych-full").CombinedOutput(); err != nil {
+	build := exec.Command("go", "build", "-tags", "netgo,osusergo", "-ldflags", "-linkmode=external -extldflags=-static", "-o", dir+"/", ".", "../psych-full")
+	if out, err := build.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		panic("build psych and psych-full: " + err.Error() + "\n" + string(out))
 	}

@@ -461,6 +461,25 @@ func (s *suite) waitSpawned(t *testing.T, m string) {
 	}
 }
 
+// wantGone fails t unless the processes tagged m are gone within a moment:
+// every process of a run is SIGKILLed before Run returns, and the kernel's
+// end of them follows (a busy host may take milliseconds to schedule a
+// killed process's exit).
+func (s *suite) wantGone(t *testing.T, m, what string) {
+	t.Helper()
+	deadline := time.Now().Add(s.scaled(2 * time.Second))
+	for {
+		left := ProcessesWith(m)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, left)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func (s *suite) setsidGrandchild(t *testing.T) {
 	m := Marker()
 	// The program waits until its detached grandchild runs, then returns.
@@ -472,9 +491,7 @@ func (s *suite) setsidGrandchild(t *testing.T) {
 	if got := mustJSON(t, res.Value); got != true {
 		t.Fatalf("the grandchild never started inside the run (value %#v, stderr %s)", got, res.Stderr)
 	}
-	if left := ProcessesWith(m); len(left) > 0 {
-		t.Fatalf("setsid'd grandchild survived Run: %v", left)
-	}
+	s.wantGone(t, m, "setsid'd grandchild survived Run")
 }
 
 func (s *suite) contextCancel(t *testing.T) {
@@ -503,9 +520,7 @@ func (s *suite) contextCancel(t *testing.T) {
 	if d := time.Since(start); d > s.scaled(3*time.Second) {
 		t.Errorf("Run took %v to return after cancel", d)
 	}
-	if left := ProcessesWith(m); len(left) > 0 {
-		t.Fatalf("processes survived a cancelled Run: %v", left)
-	}
+	s.wantGone(t, m, "processes survived a cancelled Run")
 }
 
 // reservedNames: a binding name the rule refuses (sandbox.CheckName) is

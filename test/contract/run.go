@@ -201,7 +201,5 @@ func (s *suite) suspendCancel(t *testing.T) {
 	case <-time.After(s.scaled(15 * time.Second)):
 		t.Fatal("Run did not return after its context was cancelled while suspended")
 	}
-	if left := ProcessesWith(m); len(left) > 0 {
-		t.Fatalf("processes survived a run cancelled while frozen: %v", left)
-	}
+	s.wantGone(t, m, "processes survived a run cancelled while frozen")
 }

@@ -183,15 +183,22 @@ func RootMount(pid int) string {
 	if !ok {
 		return ""
 	}
-	if mine, _, _ := strings.Cut(hostRootMount(), ":"); mine == id {
+	if hostRootMount() == id {
 		return "host:" + fstype
 	}
 	return "own:" + fstype
 }
 
-// hostRootMount is this process's own root mount, read once: a host does
-// not pivot_root under its runs.
-var hostRootMount = sync.OnceValue(func() string { return readRootMount("/proc/self/mountinfo") })
+// hostRootMount is the id of this process's own root mount, learnt once
+// (a host does not pivot_root under its runs): statx's mount id of "/"
+// where the kernel gives one (5.8), else the mountinfo line.
+var hostRootMount = sync.OnceValue(func() string {
+	if id, ok := rootMountID(); ok {
+		return id
+	}
+	id, _, _ := strings.Cut(readRootMount("/proc/self/mountinfo"), ":")
+	return id
+})
 
 func readRootMount(path string) string {
 	b, err := os.ReadFile(path)
