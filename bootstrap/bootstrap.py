@@ -14,13 +14,14 @@
 # goes through _json directly (the json package pulls in re, enum and
 # collections, about 6 ms), and traceback and linecache are loaded only
 # when a failure is formatted (see private_module and LinecacheSeeder).
-import _ast
+# _ast (0.7 ms of types) only for a program whose last line is not an
+# expression of its own (split_trailing), keyword only for bindings.
 import _json
 import _signal
 import _thread
+import _warnings
 import atexit
 import builtins
-import keyword
 import math
 import os
 import sys
@@ -40,6 +41,7 @@ getpid = os.getpid  # also: a program mocking os.getpid must not fool the fork c
 getrecursionlimit, setrecursionlimit = sys.getrecursionlimit, sys.setrecursionlimit
 isfinite = math.isfinite
 run_exitfuncs = atexit._run_exitfuncs
+WARNING_FILTERS, filters_mutated = _warnings.filters, _warnings._filters_mutated
 VERSION = tuple(sys.version_info[:2])
 try:  # what loads the private copies of traceback and linecache (private_module)
     SourceFileLoader = sys.modules["_frozen_importlib_external"].SourceFileLoader
@@ -302,7 +304,16 @@ def read_start(fd):
 # sandbox.IsReservedName; a test holds the two to it).
 def usable_name(s):
     """An ASCII identifier that is not a keyword."""
-    return isinstance(s, str) and s.isascii() and s.isidentifier() and not keyword.iskeyword(s)
+    return isinstance(s, str) and s.isascii() and s.isidentifier() and not iskeyword(s)
+
+
+KEYWORD = []  # keyword.iskeyword, imported for the first binding (before the program)
+
+
+def iskeyword(s):
+    if not KEYWORD:
+        KEYWORD.append(IMPORT("keyword").iskeyword)
+    return KEYWORD[0](s)
 
 
 def reserved_name(s):
@@ -432,7 +443,7 @@ def raised_by_program(e):
     handler's exception, raised inside a read or a write."""
     tb = e.__traceback__
     while tb is not None:
-        if tb.tb_frame.f_code not in OWN_CODE:
+        if tb.tb_frame.f_code not in own_code():
             return True
         tb = tb.tb_next
     return False
@@ -539,6 +550,12 @@ def new_main(host, bindings):
 
 def run(code, ns):
     """Runs code in ns like `python prog.py`; returns the value of a trailing expression."""
+    split = split_trailing(code)
+    if split is not None:
+        body, last = split
+        exec(body, ns)
+        return eval(last, ns)
+    _ast = IMPORT("_ast")
     tree = compile(code, FILENAME, "exec", _ast.PyCF_ONLY_AST)  # = ast.parse, without importing ast
     last = None
     if tree.body and isinstance(tree.body[-1], _ast.Expr):
@@ -547,6 +564,42 @@ def run(code, ns):
     if last is not None:
         return eval(compile(last, FILENAME, "eval"), ns)
     return None
+
+
+def split_trailing(code):
+    """(the program less its last line, that line as an expression), compiled,
+    when the last line that is not blank or a comment starts at the margin,
+    compiles as an expression on its own, and the rest compiles without it,
+    neither with a warning: then the parse of the whole is the rest's
+    statements and that expression (the rest ends complete, and an
+    expression line at the margin is a statement of its own). Else None, and
+    run takes the AST's way, which gives the program's SyntaxError and each
+    warning once. Runs nothing."""
+    if "\r" in code or "__future__" in code:
+        return None  # other line ends; a future import changes the parse
+    end = len(code)
+    while True:
+        start = code.rfind("\n", 0, end) + 1
+        bare = code[start:end].lstrip(" \t\f")
+        if bare and not bare.startswith("#"):
+            break
+        if start == 0:
+            return None
+        end = start - 1
+    if code[start] in " \t\f":
+        return None  # inside a block, or a continued line
+    saved = WARNING_FILTERS[:]
+    WARNING_FILTERS[:] = [("error", None, Warning, None, 0)]
+    filters_mutated()
+    try:
+        last = compile("\n" * code.count("\n", 0, start) + code[start:], FILENAME, "eval")
+        body = compile(code[:start], FILENAME, "exec")
+    except Exception:
+        return None
+    finally:
+        WARNING_FILTERS[:] = saved
+        filters_mutated()
+    return body, last
 
 
 # --- reporting -------------------------------------------------------------
@@ -633,16 +686,22 @@ def type_name(t):
     return type.__dict__["__name__"].__get__(t)
 
 
-def code_objects(code):
-    """code and every code object nested in it (functions, classes, closures)."""
-    found = {code}
-    for c in code.co_consts:
-        if isinstance(c, CodeType):
-            found |= code_objects(c)
-    return found
+MODULE_CODE = sys._getframe().f_code
+OWN_CODE = set()  # every frame the bootstrap can run (own_code)
 
 
-OWN_CODE = code_objects(sys._getframe().f_code)  # every frame the bootstrap can run
+def own_code():
+    """The bootstrap's code objects (functions, classes, closures, ENTRY),
+    gathered on first use: only a failure or an interrupted call needs them."""
+    if not OWN_CODE:
+        found, todo = set(), [MODULE_CODE, ENTRY]
+        while todo:
+            code = todo.pop()
+            if code not in found:
+                found.add(code)
+                todo += [c for c in code.co_consts if isinstance(c, CodeType)]
+        OWN_CODE.update(found)  # at once: a signal handler's call sees all or nothing
+    return OWN_CODE
 
 
 def strip_frames(exc):
@@ -665,7 +724,7 @@ def strip_frames(exc):
         kept, tb = [], e.__traceback__
         while tb is not None:
             code = tb.tb_frame.f_code
-            if not (code in OWN_CODE or (top and not kept and code.co_filename != FILENAME)):
+            if not (code in own_code() or (top and not kept and code.co_filename != FILENAME)):
                 kept.append(tb)
             tb = tb.tb_next
         new = None
@@ -1030,7 +1089,7 @@ def run_atexit():
 
     def hook(u):
         tb = u.exc_traceback
-        while tb is not None and tb.tb_frame.f_code in OWN_CODE:
+        while tb is not None and tb.tb_frame.f_code in own_code():
             tb = tb.tb_next
         if tb is not u.exc_traceback:
             u = type(u)((u.exc_type, u.exc_value, tb, u.err_msg, u.object))
@@ -1188,5 +1247,4 @@ def main():
 # and 3.9 a frame takes its builtins from the frame that calls it when both
 # share their globals.
 ENTRY = compile("main()", "<psych-bootstrap>", "exec")
-OWN_CODE.add(ENTRY)
 exec(ENTRY, {"main": main, "__builtins__": BUILTINS})
