@@ -83,6 +83,9 @@ type Binding struct {
 	CallUS  float64 `json:"call_us"`
 	FloorUS float64 `json:"floor_us"`
 	Ratio   float64 `json:"ratio"`
+	// Each round's median, in µs: CallUS and FloorUS are the best.
+	CallRoundsUS  []float64 `json:"call_rounds_us"`
+	FloorRoundsUS []float64 `json:"floor_rounds_us"`
 }
 
 // Throughput is executions per second of the full sandbox at one
@@ -344,7 +347,7 @@ func Print(w io.Writer, rep *Report) {
 		fmt.Fprintln(w)
 	}
 	if b := rep.Binding; b != nil {
-		fmt.Fprintf(w, "binding round trip %.1f µs, raw echo floor %.1f µs: %.2f×\n", b.CallUS, b.FloorUS, b.Ratio)
+		fmt.Fprintf(w, "binding round trip %.1f µs, raw echo floor %.1f µs: %.2f× (each the best of %d rounds)\n", b.CallUS, b.FloorUS, b.Ratio, len(b.CallRoundsUS))
 	}
 	for _, t := range rep.Throughput {
 		fmt.Fprintf(w, "concurrency %d: %.1f executions/s\n", t.Concurrency, t.PerSecond)

@@ -76,10 +76,7 @@ func bindingFloor(ctx context.Context, sb sandbox.Sandbox, python string) (*Bind
 		floor = append(floor, f*1e6)
 	}
 	c, f := slices.Min(call), slices.Min(floor)
-	if os.Getenv("PSYCH_BENCH_DEBUG") != "" {
-		fmt.Fprintf(os.Stderr, "binding rounds: call %.1f, floor %.1f µs\n", call, floor)
-	}
-	return &Binding{CallUS: c, FloorUS: f, Ratio: c / f}, nil
+	return &Binding{CallUS: c, FloorUS: f, Ratio: c / f, CallRoundsUS: call, FloorRoundsUS: floor}, nil
 }
 
 // echoFloor runs rawEcho against a Go echo of each frame, returning the
