@@ -295,9 +295,10 @@ func (r *Run) Events() (oomKills, pidsMax int64, err error) { return r.events() 
 // unified hierarchy is mounted (one write: it takes every process cloned
 // or attached into the run; one a caller attached to the run's v1
 // directories alone is killed by Remove, which sweeps them all); it does
-// not wait for them to exit (Remove does). On a v1-only host, which has no atomic kill, it freezes, signals
-// each process and thaws, again until none is left (a few seconds at most).
-// A process already gone is no error.
+// not wait for them to exit (Remove does). On a v1-only host, which has no
+// atomic kill, it freezes, signals each process and thaws, again until
+// none is left (a few seconds at most). A process already gone is no
+// error.
 func (r *Run) Kill() error { return r.kill() }
 
 // SetLimits sets l on the live run as New did: a pooled sandbox's run takes
