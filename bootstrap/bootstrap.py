@@ -589,9 +589,9 @@ def split_trailing(code):
     if code[start] in " \t\f":
         return None  # inside a block, or a continued line
     saved = WARNING_FILTERS[:]
-    WARNING_FILTERS[:] = [("error", None, Warning, None, 0)]
-    filters_mutated()
     try:
+        WARNING_FILTERS[:] = [("error", None, Warning, None, 0)]
+        filters_mutated()
         last = compile("\n" * code.count("\n", 0, start) + code[start:], FILENAME, "eval")
         body = compile(code[:start], FILENAME, "exec")
     except Exception:
