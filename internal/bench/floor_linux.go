@@ -53,7 +53,8 @@ const floorRounds = 5
 // side's best median: on a shared machine a round trip between two
 // processes is fast or about twice as slow by where the scheduler puts them
 // (a wakeup on the same CPU, or across), from one process to the next, for
-// the floor and the call alike; the best of each is the two measured alike.
+// the floor and the call alike: each side's best is both in the same
+// placement.
 func bindingFloor(ctx context.Context, sb sandbox.Sandbox, python string) (*Binding, error) {
 	var call, floor []float64
 	for range floorRounds {
