@@ -411,10 +411,17 @@ func (m *manager) removeStale() {
 }
 
 // killUnified kills every process in a unified cgroup: cgroup.kill, or
-// on kernels before 5.14, which lack it, freeze and signal each.
+// on kernels before 5.14, which lack it, freeze and signal each. An empty
+// cgroup needs no kill, which an unwritable one refuses: that refusal is
+// no error.
 func killUnified(dir string) error {
 	err := writeFile(filepath.Join(dir, "cgroup.kill"), "1")
 	if !errors.Is(err, fs.ErrNotExist) {
+		if err != nil {
+			if empty, uerr := unpopulated(dir); uerr == nil && empty {
+				return nil
+			}
+		}
 		return err
 	}
 	if !isDir(dir) {

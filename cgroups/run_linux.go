@@ -441,10 +441,6 @@ func (r *run) kill() error {
 		// write, the whole of it on a run's path: the sweep of the v1
 		// directories is Remove's.
 		if err := killUnified(r.unified); err != nil {
-			// An empty cgroup needs no kill, which an unwritable one refuses.
-			if empty, uerr := unpopulated(r.unified); uerr == nil && empty {
-				return nil
-			}
 			return fmt.Errorf("kill run: %w", err)
 		}
 		return nil
@@ -461,22 +457,16 @@ func (r *run) kill() error {
 }
 
 // killOnce sends SIGKILL to every process of the run and reports whether
-// the run was already empty.
+// none is left in it.
 func (r *run) killOnce() (bool, error) {
 	empty := true
 	if r.unified != "" {
+		if err := killUnified(r.unified); err != nil {
+			return false, err
+		}
 		var err error
 		if empty, err = unpopulated(r.unified); err != nil {
 			return false, err
-		}
-		// An empty cgroup needs no kill, which an unwritable one refuses.
-		if !empty {
-			if err := killUnified(r.unified); err != nil {
-				return false, err
-			}
-			if empty, err = unpopulated(r.unified); err != nil {
-				return false, err
-			}
 		}
 	} else if r.freezer != "" {
 		// v1 freezer: freeze so that nothing forks while it is signalled,
@@ -509,7 +499,7 @@ func (r *run) killOnce() (bool, error) {
 }
 
 func v1Frozen(dir string) (bool, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "freezer.state"))
+	b, err := readSmall(filepath.Join(dir, "freezer.state"))
 	return string(bytes.TrimSpace(b)) == "FROZEN", err
 }
 
