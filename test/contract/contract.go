@@ -450,14 +450,22 @@ func detachCode(m string) string {
 		"                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
 }
 
+// within reports whether cond holds within d (scaled), checking every 10 ms.
+func (s *suite) within(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(s.scaled(d))
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
 func (s *suite) waitSpawned(t *testing.T, m string) {
 	t.Helper()
-	deadline := time.Now().Add(s.scaled(10 * time.Second))
-	for len(ProcessesWith(m)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the detached sleeper never started")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !s.within(10*time.Second, func() bool { return len(ProcessesWith(m)) > 0 }) {
+		t.Fatal("the detached sleeper never started")
 	}
 }
 
@@ -467,16 +475,9 @@ func (s *suite) waitSpawned(t *testing.T, m string) {
 // killed process's exit).
 func (s *suite) wantGone(t *testing.T, m, what string) {
 	t.Helper()
-	deadline := time.Now().Add(s.scaled(2 * time.Second))
-	for {
-		left := ProcessesWith(m)
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, left)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var left []string
+	if !s.within(2*time.Second, func() bool { left = ProcessesWith(m); return len(left) == 0 }) {
+		t.Fatalf("%s: %v", what, left)
 	}
 }
 
