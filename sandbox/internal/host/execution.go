@@ -51,7 +51,8 @@ type Setup struct {
 	// interpreter's teardown: once the exit frame has come and the wire,
 	// stdout and stderr have all ended (nothing of the program holds them),
 	// Supervise kills the run and returns, and the status is the frame's.
-	// Only for a backend whose Kill takes the whole tree at once; else the
+	// A run the host has killed (a limit, a violation, ctx) ends at Exited
+	// all the same. Only for a backend whose Kill takes the whole tree at once; else the
 	// run ends at Exited.
 	EndAtExitFrame bool
 }
@@ -217,8 +218,13 @@ func (e *Execution) Supervise(ctx context.Context) error {
 	cpuLimit := time.Duration(e.s.Request.Limits.CPUSeconds * float64(time.Second))
 	wall, violation, done := e.clock.C(), e.srv.Violation(), ctx.Done()
 	killed := false
-	kill := func() { killed = true; e.kill() }
 	atEnd := e.atEnd
+	kill := func() {
+		// A run the host killed ends on the kernel's word, never at an
+		// exit frame its killed holders' closing output would unblock.
+		killed, atEnd = true, nil
+		e.kill()
+	}
 	for {
 		select {
 		case <-atEnd:

@@ -258,22 +258,34 @@ func TestEndAtExitFrame(t *testing.T) {
 }
 
 // TestNoEndAtExitFrameWhileHeld: with the output still held open (by a
-// child of the program, say) the run ends only when its processes are
-// gone, on the kernel's word.
+// child of the program, say) the run does not end at the exit frame; once
+// the host kills it, it ends on the kernel's word, even though the kill
+// releases the output before the processes are reported gone.
 func TestNoEndAtExitFrameWhileHeld(t *testing.T) {
 	e, _, kill := beginProgram(t, []any{&wire.Result{}, &wire.Exit{Code: 0}}, false)
+	// The kernel's word comes a little after the output is released.
+	exited := make(chan struct{})
+	var once sync.Once
+	e.s.Exited = exited
+	e.s.Kill = func() {
+		kill()
+		once.Do(func() { time.AfterFunc(100*time.Millisecond, func() { close(exited) }) })
+	}
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- e.Supervise(context.Background()) }()
+	go func() { done <- e.Supervise(ctx) }()
 	select {
 	case <-done:
 		t.Fatal("Supervise returned before the run's processes were gone")
 	case <-time.After(300 * time.Millisecond):
 	}
-	kill()
-	<-done
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Supervise: %v, want context.Canceled", err)
+	}
 	e.Finish()
 	if e.EndedAtExitFrame() {
-		t.Fatal("ended at the exit frame")
+		t.Fatal("ended at the exit frame after the host killed the run")
 	}
 }
 
