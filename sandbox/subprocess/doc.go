@@ -46,8 +46,8 @@
 //     a run watching /usr would see every file another run reads. Each run
 //     mounts read-only overlays of its own instead (overlayfs, mountable in
 //     its user namespace since Linux 5.11): the host tree, bound at a
-//     staging point, beneath an empty layer (overlayfs without an upper
-//     layer wants two lower ones), each host mount point below a tree an overlay
+//     staging point, above an empty layer (overlayfs without an upper layer
+//     wants two lower ones), each host mount point below a tree an overlay
 //     of its own, and ld.so.cache, the network databases and the trust store
 //     bound out of an overlay of their directory; the staging points are
 //     detached before the program starts. Only the /dev nodes (and a host
