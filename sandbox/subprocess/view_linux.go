@@ -255,8 +255,11 @@ func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 // overlayData is the options of a run's read-only overlay of lower (a
 // path in the new root, where the init resolves the relative layers):
 // lower above the empty layer, and none of overlayfs's redirects or
-// metacopy followed. xino gives every file the overlay's st_dev, as on
-// the host, though the two layers are on two file systems.
+// metacopy followed. The tree is the top layer because overlayfs without
+// an upper layer answers statfs from the top one: shutil.disk_usage of
+// /usr is the host file system's, not the empty layer's tmpfs. xino gives
+// every file the overlay's st_dev, as on the host, though the two layers
+// are on two file systems.
 func overlayData(lower string) []byte {
 	esc := strings.NewReplacer(`\`, `\\`, `:`, `\:`, `,`, `\,`)
 	return []byte("lowerdir=." + esc.Replace(lower) + ":." + stageDir + "/empty" +

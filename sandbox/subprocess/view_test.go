@@ -1,0 +1,52 @@
+package subprocess
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+// TestViewStatfsIsTheHosts: a tree seen through the run's read-only overlay
+// reports the host file system's size and use (shutil.disk_usage), not
+// those of the empty layer's tmpfs: overlayfs without an upper layer
+// answers statfs from its top layer, so the host's tree must be that one.
+func TestViewStatfsIsTheHosts(t *testing.T) {
+	s := newTestSandbox(t, Config{})
+	defer s.Close()
+	if !s.userns {
+		t.Skip("no user namespace with capabilities can be had here, so no view")
+	}
+	res, err := s.Run(context.Background(), sandbox.Request{Code: `
+import os, sys, json
+st = os.statvfs(sys.base_prefix)
+print(json.dumps({"prefix": sys.base_prefix, "bsize": st.f_frsize, "blocks": st.f_blocks, "free": st.f_bfree, "files": st.f_files}))
+`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failure != nil {
+		t.Fatalf("program failed: %+v\n%s", res.Failure, res.Stderr)
+	}
+	var in struct {
+		Prefix                     string
+		Bsize, Blocks, Free, Files uint64
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(res.Stdout)), &in); err != nil {
+		t.Fatalf("%v: %q", err, res.Stdout)
+	}
+	var host unix.Statfs_t
+	if err := unix.Statfs(in.Prefix, &host); err != nil {
+		t.Fatal(err)
+	}
+	if in.Bsize != uint64(host.Frsize) || in.Blocks != host.Blocks || in.Files != host.Files {
+		t.Fatalf("statvfs(%s) in the run: %d blocks of %d, %d inodes; on the host %d of %d, %d inodes", in.Prefix, in.Blocks, in.Bsize, in.Files, host.Blocks, host.Frsize, host.Files)
+	}
+	if in.Blocks == in.Free {
+		t.Fatalf("statvfs(%s) in the run: nothing used of %d blocks", in.Prefix, in.Blocks)
+	}
+}
