@@ -7,8 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/sandbox"
@@ -312,4 +315,112 @@ func TestRunLeavesNothing(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRunInterrupted: SIGINT during a run ends psych with exit code 130
+// (no result printed), and the run's processes, directory and cgroups go
+// with it.
+func TestRunInterrupted(t *testing.T) {
+	cmd := exec.Command(psychBin, "run", "--json", "--python", testPython(), "-")
+	cmd.Stdin = strings.NewReader("import time\ntime.sleep(60)")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	// The run is under way once the interpreter exists below psych.
+	deadline := time.Now().Add(30 * time.Second)
+	for !slices.ContainsFunc(descendants(pid), func(p int) bool { return strings.HasPrefix(comm(p), "python") }) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no interpreter below psych (pid %d) after 30 s; stderr: %s", pid, errb.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	below := descendants(pid)
+	cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("psych did not end within 30 s of SIGINT")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted || out.Len() != 0 {
+		t.Fatalf("exit %d (%v), stdout %q, stderr %q; want %d and no result", code, cmd.ProcessState, out.String(), errb.String(), exitInterrupted)
+	}
+	// Each was psych's descendant; the fork server dies of its death
+	// signal just after it. (A pid taken again meanwhile would be another
+	// process, and fail the test.)
+	alive := func(p int) bool {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		return err == nil && !strings.Contains(string(st), ") Z ")
+	}
+	for end := time.Now().Add(5 * time.Second); slices.ContainsFunc(below, alive) && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, p := range below {
+		if alive(p) {
+			t.Errorf("process %d (%s) of the run outlived psych by 5 s", p, comm(p))
+		}
+	}
+	if os.Geteuid() == 0 {
+		m, err := cgroups.NewManager(cgroups.Config{})
+		if err != nil {
+			t.Fatalf("cgroups here: %v", err)
+		}
+		prefix := fmt.Sprintf("%d.", pid)
+		dirs := []string{"/var/lib/psych/tmp"}
+		for _, parent := range m.Parents() {
+			dirs = append(dirs, parent)
+		}
+		for _, dir := range dirs {
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				if strings.HasPrefix(e.Name(), prefix) {
+					t.Errorf("the interrupted psych (pid %d) left %s", pid, filepath.Join(dir, e.Name()))
+				}
+			}
+		}
+	}
+}
+
+// descendants lists the processes below pid, by their parents in /proc.
+func descendants(pid int) []int {
+	parent := map[int]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The fields after the command's closing parenthesis: state, ppid.
+		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+		if len(f) > 1 {
+			parent[p], _ = strconv.Atoi(f[1])
+		}
+	}
+	var out []int
+	for p := range parent {
+		for q := parent[p]; q > 1; q = parent[q] {
+			if q == pid {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// comm is the process's command name, empty once it is gone.
+func comm(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return strings.TrimSpace(string(b))
 }

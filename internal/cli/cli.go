@@ -247,6 +247,7 @@ func (c *cli) runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "psych run: --approve %q: want yes, no or ask\n", f.approve)
 		return exitUsage
 	}
+	interrupts := watchInterrupts()
 	sb, closeSandbox, err := newSandbox(&f.sandboxFlags, c.eng)
 	if err != nil {
 		return report(stderr, err)
@@ -267,7 +268,7 @@ func (c *cli) runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 			OpenFiles:         f.openFiles,
 		},
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interrupts()
 	defer stop()
 	var res *sandbox.Result
 	if f.demoTools || f.store != "" {
@@ -294,6 +295,28 @@ func (c *cli) runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	}
 	printHuman(res, stdout, stderr)
 	return status
+}
+
+// watchInterrupts starts catching SIGINT and SIGTERM beside the backend's
+// setup: signal.Notify's first call waits for the runtime's signal thread
+// to start (about 1 ms here). The function it returns waits for that and
+// gives the context they cancel. Until then a signal ends psych as it would
+// without a handler; the sandbox dies with it, and the next run sweeps what
+// it left.
+func watchInterrupts() func() (context.Context, context.CancelFunc) {
+	type caught struct {
+		ctx  context.Context
+		stop context.CancelFunc
+	}
+	ready := make(chan caught, 1)
+	go func() {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		ready <- caught{ctx, stop}
+	}()
+	return func() (context.Context, context.CancelFunc) {
+		c := <-ready
+		return c.ctx, c.stop
+	}
 }
 
 // SandboxFlags registers on fs the flags that choose and configure the
