@@ -108,6 +108,7 @@ func (p *Plan) encode() ([]byte, []*os.File, error) {
 		return nil, nil, fmt.Errorf("plan: seccomp program of %d bytes: %w", len(p.Seccomp), ErrInvalidPlan)
 	}
 	var e encoder
+	e.b = make([]byte, 0, p.sizeHint())
 	e.b = binary.NativeEndian.AppendUint32(e.b, nsexec.PlanMagic)
 	e.b = binary.NativeEndian.AppendUint32(e.b, nsexec.PlanVersion)
 	e.ids(nsexec.TagOuterIDs, p.OuterUID, p.OuterGID)
@@ -130,16 +131,18 @@ func (p *Plan) encode() ([]byte, []*os.File, error) {
 		if m.Recursive {
 			flags |= nsexec.MountRecursive
 		}
-		v := binary.NativeEndian.AppendUint16(nil, uint16(m.Kind))
-		v = binary.NativeEndian.AppendUint16(v, flags)
-		v = binary.NativeEndian.AppendUint32(v, uint32(fd))
-		v = binary.NativeEndian.AppendUint64(v, m.Attr)
-		v = binary.NativeEndian.AppendUint32(v, m.Mode)
-		for _, s := range [][]byte{[]byte(m.Source), []byte(m.Target), m.Data} {
-			v = binary.NativeEndian.AppendUint32(v, uint32(len(s)))
-			v = append(v, s...)
-		}
-		e.record(nsexec.TagMount, v)
+		e.header(nsexec.TagMount, mountFixed+len(m.Source)+len(m.Target)+len(m.Data))
+		e.b = binary.NativeEndian.AppendUint16(e.b, uint16(m.Kind))
+		e.b = binary.NativeEndian.AppendUint16(e.b, flags)
+		e.b = binary.NativeEndian.AppendUint32(e.b, uint32(fd))
+		e.b = binary.NativeEndian.AppendUint64(e.b, m.Attr)
+		e.b = binary.NativeEndian.AppendUint32(e.b, m.Mode)
+		e.b = binary.NativeEndian.AppendUint32(e.b, uint32(len(m.Source)))
+		e.b = append(e.b, m.Source...)
+		e.b = binary.NativeEndian.AppendUint32(e.b, uint32(len(m.Target)))
+		e.b = append(e.b, m.Target...)
+		e.b = binary.NativeEndian.AppendUint32(e.b, uint32(len(m.Data)))
+		e.b = append(e.b, m.Data...)
 	}
 	e.str(nsexec.TagCwd, p.Cwd)
 	for _, r := range p.Rlimits {
@@ -163,10 +166,10 @@ func (p *Plan) encode() ([]byte, []*os.File, error) {
 	}
 	e.str(nsexec.TagExe, p.Exe)
 	for _, a := range p.Args {
-		e.record(nsexec.TagArg, []byte(a))
+		e.text(nsexec.TagArg, a)
 	}
 	for _, v := range p.Env {
-		e.record(nsexec.TagEnv, []byte(v))
+		e.text(nsexec.TagEnv, v)
 	}
 	if e.items > nsexec.PlanMaxItems || len(e.b) > nsexec.PlanMax {
 		return nil, nil, fmt.Errorf("plan: %d records, %d bytes: %w", e.items, len(e.b), ErrInvalidPlan)
@@ -174,22 +177,55 @@ func (p *Plan) encode() ([]byte, []*os.File, error) {
 	return e.b, trees, nil
 }
 
+// mountFixed is a mount record's fixed part: kind, flags, tree fd, attr,
+// mode and the three lengths.
+const mountFixed = 2 + 2 + 4 + 8 + 4 + 3*4
+
+// sizeHint is about the encoded plan's size, so that the encoding is
+// built in one buffer, without growing it: a record's header, its value
+// and a margin for the fixed records.
+func (p *Plan) sizeHint() int {
+	const rec = 8
+	n := 256 + len(p.Hostname) + len(p.Root) + len(p.RootData) + len(p.Cwd) + len(p.Exe) + len(p.Seccomp)
+	for _, m := range p.Mounts {
+		n += rec + mountFixed + len(m.Source) + len(m.Target) + len(m.Data)
+	}
+	for _, a := range p.Args {
+		n += rec + len(a)
+	}
+	for _, v := range p.Env {
+		n += rec + len(v)
+	}
+	return n + len(p.Rlimits)*(rec+20) + len(p.CgroupTasks)*(rec+4)
+}
+
 type encoder struct {
 	b     []byte
 	items int
 }
 
-func (e *encoder) record(tag uint16, v []byte) {
+// header starts a record of n bytes of value.
+func (e *encoder) header(tag uint16, n int) {
 	e.b = binary.NativeEndian.AppendUint16(e.b, tag)
 	e.b = binary.NativeEndian.AppendUint16(e.b, 0)
-	e.b = binary.NativeEndian.AppendUint32(e.b, uint32(len(v)))
-	e.b = append(e.b, v...)
+	e.b = binary.NativeEndian.AppendUint32(e.b, uint32(n))
 	e.items++
+}
+
+func (e *encoder) record(tag uint16, v []byte) {
+	e.header(tag, len(v))
+	e.b = append(e.b, v...)
+}
+
+// text is a record of s, copied once.
+func (e *encoder) text(tag uint16, s string) {
+	e.header(tag, len(s))
+	e.b = append(e.b, s...)
 }
 
 func (e *encoder) str(tag uint16, s string) {
 	if s != "" {
-		e.record(tag, []byte(s))
+		e.text(tag, s)
 	}
 }
 

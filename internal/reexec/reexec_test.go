@@ -3,6 +3,7 @@
 package reexec
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -83,10 +84,15 @@ func TestPlanEncoding(t *testing.T) {
 	defer tree.Close()
 	p := Plan{OuterUID: 7, OuterGID: 8, InnerUID: 9, InnerGID: 10, Exe: "/bin/x", Args: []string{"x"},
 		Root: "/r", RootData: "size=1m",
-		Mounts: []Mount{{Kind: Bind, Tree: tree, Target: "/a", Attr: 3, Recursive: true}, {Kind: File, Target: "/f", Mode: 0o444, Data: []byte("hi")}}}
+		Mounts: []Mount{{Kind: Bind, Tree: tree, Target: "/a", Attr: 3, Recursive: true}, {Kind: File, Target: "/f", Mode: 0o444, Data: bytes.Repeat([]byte("hi"), 4096)}},
+		Env:    []string{"A=1"}, Rlimits: []Rlimit{{Resource: 7, Soft: 1, Hard: 2}}, Seccomp: make([]byte, 64)}
 	b, trees, err := p.encode()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The size hint holds the whole plan: it is built without growing.
+	if len(b) > p.sizeHint() {
+		t.Fatalf("plan of %d bytes, hinted %d", len(b), p.sizeHint())
 	}
 	if len(trees) != 1 || trees[0] != tree {
 		t.Fatalf("trees %v", trees)
