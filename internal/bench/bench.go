@@ -125,10 +125,14 @@ type row struct {
 	name string
 	run  func(ctx context.Context) (*sandbox.Isolation, error)
 	// prep, when set, runs untimed before each execution (a pool's refill).
-	prep  func(ctx context.Context) error
-	close func()
-	times []time.Duration
-	last  *sandbox.Isolation
+	prep func(ctx context.Context) error
+	// settle, when set, runs untimed after each execution: it waits for the
+	// run's removal, which the library ends after Run returns, so that the
+	// next row is not measured beside it.
+	settle func()
+	close  func()
+	times  []time.Duration
+	last   *sandbox.Isolation
 	// saturate, when set, makes the row a saturation row, measured after
 	// the rounds: bursts of concurrent executions of run, each beside one
 	// of cold (the cold sandbox).
@@ -193,6 +197,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			d := time.Since(start)
 			if err != nil {
 				return nil, fmt.Errorf("bench: row %s: %w", r.name, err)
+			}
+			if r.settle != nil {
+				r.settle()
 			}
 			r.last = iso
 			if round >= cfg.Warmup {

@@ -70,14 +70,14 @@ func makeRows(cfg Config) (rows []*row, full sandbox.Sandbox, notes []string, er
 		return rows, nil, nil, err
 	}
 	for _, p := range partial {
-		rows = append(rows, &row{name: p.name, run: runner(sb, Builtin, p.set)})
+		rows = append(rows, &row{name: p.name, run: runner(sb, Builtin, p.set), settle: sb.Settle})
 	}
 	program := cfg.Program
 	if program == "" {
 		program = Builtin
 	}
 	// Closed last: its runs' removals finish there.
-	rows = append(rows, &row{name: "full", run: runner(sb, program, layers.Full()), close: func() { sb.Close() }})
+	rows = append(rows, &row{name: "full", run: runner(sb, program, layers.Full()), settle: sb.Settle, close: func() { sb.Close() }})
 	if cfg.CLI != "" {
 		rows = append(rows, &row{name: "cli", run: func(ctx context.Context) (*sandbox.Isolation, error) {
 			return cliRun(ctx, cfg.CLI, python, program)

@@ -371,3 +371,46 @@ func TestEnvPastFrameCap(t *testing.T) {
 		t.Fatalf("a small one: %v %+v", err, res)
 	}
 }
+
+// TestSettle: after Settle, the runs served before it are removed (their
+// directories and cgroups gone) without Close; it may be called while
+// other runs are in flight.
+func TestSettle(t *testing.T) {
+	s := newTestSandbox(t, Config{})
+	defer s.Close()
+	stop := make(chan struct{})
+	settled := make(chan struct{})
+	go func() {
+		defer close(settled)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				s.Settle()
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for range 3 {
+				if res, err := s.Run(context.Background(), sandbox.Request{Code: "None"}); err != nil || res.Failure != nil {
+					t.Errorf("Run: %v, %+v", err, res)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-settled
+	if _, err := s.Run(context.Background(), sandbox.Request{Code: "None"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Settle()
+	left := append(ownedBy(s.cfg.TmpBase, os.Getpid()), ownCgroups(s)...)
+	if len(left) > 0 {
+		t.Fatalf("left after Settle: %v", left)
+	}
+}

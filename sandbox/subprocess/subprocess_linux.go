@@ -57,7 +57,47 @@ type Sandbox struct {
 	mu       sync.Mutex
 	closed   bool
 	running  sync.WaitGroup
-	removing sync.WaitGroup // served runs' removals, after their results
+	removing removals // served runs' removals, after their results
+}
+
+// removals counts the served runs whose removal has not ended. Unlike a
+// WaitGroup it may be waited on while runs add to it (Settle beside Run).
+type removals struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n last fell to 0; nil before any
+}
+
+// Go runs f, a removal, in a goroutine of its own.
+func (r *removals) Go(f func()) {
+	r.mu.Lock()
+	if r.n == 0 {
+		r.idle = make(chan struct{})
+	}
+	r.n++
+	r.mu.Unlock()
+	go func() {
+		defer r.done()
+		f()
+	}()
+}
+
+func (r *removals) done() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n--; r.n == 0 {
+		close(r.idle)
+	}
+}
+
+// Wait returns once no removal is in flight.
+func (r *removals) Wait() {
+	r.mu.Lock()
+	idle := r.idle
+	r.mu.Unlock()
+	if idle != nil {
+		<-idle
+	}
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
@@ -425,6 +465,12 @@ func (s *Sandbox) enter() bool {
 	s.running.Add(1)
 	return true
 }
+
+// Settle waits until the removal of every run served before it has ended:
+// a run's cgroup and directory are removed after its Run returns, and
+// Close waits for them too. psych's benchmark settles between executions,
+// so that no row is measured beside an earlier run's teardown.
+func (s *Sandbox) Settle() { s.removing.Wait() }
 
 // Close waits for the runs in flight, then destroys the warm pool's
 // sandboxes, unused; Run fails with sandbox.ErrClosed after it.

@@ -37,5 +37,8 @@ func (*Sandbox) Run(context.Context, sandbox.Request) (*sandbox.Result, error) {
 // Close is a no-op in this build.
 func (*Sandbox) Close() error { return nil }
 
+// Settle returns at once in this build: no run exists.
+func (*Sandbox) Settle() {}
+
 // WaitWarm returns at once in this build: no pool exists.
 func (*Sandbox) WaitWarm(context.Context) error { return nil }
