@@ -148,8 +148,11 @@ func resolveView(python string, prefixes []string) (*view, error) {
 	}
 	for _, t := range v.trees {
 		for _, m := range points {
+			if m == t || !within(m, t) {
+				continue
+			}
 			// One the host cannot reach (under another mount) is skipped.
-			if fi, err := os.Stat(m); err == nil && m != t && within(m, t) {
+			if fi, err := os.Stat(m); err == nil {
 				v.subs[t] = append(v.subs[t], subMount{path: m, dir: fi.IsDir()})
 			}
 		}
