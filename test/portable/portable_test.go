@@ -29,6 +29,11 @@ func TestBuilds(t *testing.T) {
 			t.Errorf("%s go build ./...: %v\n%s", strings.Join(env, " "), err, out)
 		}
 	}
+	// The tests too: a test file of a Linux-only backend carries its build
+	// constraint.
+	if out, err := goCmd(t, []string{"GOOS=linux", "CGO_ENABLED=0"}, "vet", "./..."); err != nil {
+		t.Errorf("CGO_ENABLED=0 go vet ./...: %v\n%s", err, out)
+	}
 }
 
 // TestStubsRefuse runs a program built without cgo: the backends' stubs must
