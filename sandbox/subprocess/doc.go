@@ -161,8 +161,8 @@
 // finds none takes one being started, one request per fill, waiting at
 // most five seconds, rather than start another beside it). Each pooled sandbox serves one request and is
 // destroyed; the pool refills in the background. A served run's cgroup and
-// directory, warm or cold, are removed after its result is returned; Close
-// waits for those, destroys the sandboxes never served, and leaves nothing. A pool
+// directory, warm or cold, are removed after its result is returned
+// (Settle waits for those); Close waits for them, destroys the sandboxes never served, and leaves nothing. A pool
 // needs a user namespace, a run cgroup and a RunAs range with more ids than
 // sandboxes (each holds one while it waits): New refuses it elsewhere.
 //
