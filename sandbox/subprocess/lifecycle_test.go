@@ -416,3 +416,28 @@ func TestSettle(t *testing.T) {
 		t.Fatalf("left after Settle: %v", left)
 	}
 }
+
+// TestRemovalsWaitForEarlierOnly: a Wait waits for the removals begun
+// before it, not for one begun after it (a Settle beside a stream of runs
+// ends).
+func TestRemovalsWaitForEarlierOnly(t *testing.T) {
+	var r removals
+	first, second := make(chan struct{}), make(chan struct{})
+	r.Go(func() { <-first })
+	before := r.inFlight() // what a Wait now waits for
+	r.Go(func() { <-second })
+	if len(before) != 1 || len(r.inFlight()) != 2 {
+		t.Fatalf("in flight: %d before the second removal, %d after; want 1 and 2", len(before), len(r.inFlight()))
+	}
+	close(first)
+	select {
+	case <-before[0]:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first removal's end was not signalled")
+	}
+	close(second)
+	r.Wait()
+	if n := len(r.inFlight()); n != 0 {
+		t.Fatalf("%d removals in flight after both ended and a Wait", n)
+	}
+}

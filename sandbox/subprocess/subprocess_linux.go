@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -60,44 +62,46 @@ type Sandbox struct {
 	removing removals // served runs' removals, after their results
 }
 
-// removals counts the served runs whose removal has not ended. Unlike a
-// WaitGroup it may be waited on while runs add to it (Settle beside Run).
+// removals are the served runs' removals in flight. Unlike a WaitGroup's,
+// a Wait may run beside new ones (Settle beside Run), and waits only for
+// those begun before it.
 type removals struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n last fell to 0; nil before any
+	mu      sync.Mutex
+	pending map[chan struct{}]struct{} // each closed when its removal ends
 }
 
 // Go runs f, a removal, in a goroutine of its own.
 func (r *removals) Go(f func()) {
+	done := make(chan struct{})
 	r.mu.Lock()
-	if r.n == 0 {
-		r.idle = make(chan struct{})
+	if r.pending == nil {
+		r.pending = map[chan struct{}]struct{}{}
 	}
-	r.n++
+	r.pending[done] = struct{}{}
 	r.mu.Unlock()
 	go func() {
-		defer r.done()
+		defer func() {
+			r.mu.Lock()
+			delete(r.pending, done)
+			r.mu.Unlock()
+			close(done)
+		}()
 		f()
 	}()
 }
 
-func (r *removals) done() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.n--; r.n == 0 {
-		close(r.idle)
+// Wait returns once every removal begun before it has ended.
+func (r *removals) Wait() {
+	for _, done := range r.inFlight() {
+		<-done
 	}
 }
 
-// Wait returns once no removal is in flight.
-func (r *removals) Wait() {
+// inFlight is the removals running now, each as the channel its end closes.
+func (r *removals) inFlight() []chan struct{} {
 	r.mu.Lock()
-	idle := r.idle
-	r.mu.Unlock()
-	if idle != nil {
-		<-idle
-	}
+	defer r.mu.Unlock()
+	return slices.Collect(maps.Keys(r.pending))
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
