@@ -97,33 +97,75 @@ func newApprover(mode string) (psych.Approver, func(), error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("--approve ask needs a terminal: %w", err)
 		}
-		return &ttyApprover{tty: tty, in: bufio.NewReader(tty)}, func() { tty.Close() }, nil
+		a := newTTYApprover(tty, tty)
+		return a, func() { a.close(); tty.Close() }, nil
 	}
 	return nil, nil, fmt.Errorf("--approve %q: want yes, no or ask", mode)
 }
 
-// ttyApprover asks a person on the terminal, one question at a time.
+// ttyApprover asks a person on the terminal, one question at a time. One
+// goroutine reads the terminal for the approver's life, so a prompt given
+// up (its context ended) leaves no reader behind to take the next
+// prompt's answer; a line typed while no question is open answers none.
 type ttyApprover struct {
-	mu  sync.Mutex
-	tty io.Writer
-	in  *bufio.Reader
+	mu    sync.Mutex
+	out   io.Writer
+	lines chan string   // the terminal's lines; closed when it ends
+	quit  chan struct{} // closed by close: the reader stops offering lines
 }
+
+func newTTYApprover(in io.Reader, out io.Writer) *ttyApprover {
+	a := &ttyApprover{out: out, lines: make(chan string), quit: make(chan struct{})}
+	go func() {
+		defer close(a.lines)
+		r := bufio.NewReader(in)
+		for {
+			s, err := r.ReadString('\n')
+			if s != "" {
+				select {
+				case a.lines <- s:
+				case <-a.quit:
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return a
+}
+
+// close stops the reader from offering lines; it ends once the terminal
+// does (the caller closes it).
+func (a *ttyApprover) close() { close(a.quit) }
 
 func (a *ttyApprover) Approve(ctx context.Context, req psych.ApprovalRequest) (psych.Approval, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	fmt.Fprintf(a.tty, "psych: %s wants to call %s(%s) [%s]. Allow? [y/N] ", req.Call.Via, req.Spec.Name, compact(req.Call.Args), req.Decision.Reason)
-	line := make(chan string, 1)
-	go func() {
-		s, _ := a.in.ReadString('\n')
-		line <- s
-	}()
+	// Lines the reader has ready from before this question are not its
+	// answer.
+	for {
+		select {
+		case _, ok := <-a.lines:
+			if ok {
+				continue
+			}
+		default:
+		}
+		break
+	}
+	fmt.Fprintf(a.out, "psych: %s wants to call %s(%s) [%s]. Allow? [y/N] ", req.Call.Via, req.Spec.Name, compact(req.Call.Args), req.Decision.Reason)
 	select {
-	case s := <-line:
-		ok := strings.EqualFold(strings.TrimSpace(s), "y") || strings.EqualFold(strings.TrimSpace(s), "yes")
-		return psych.Approval{Approved: ok, By: "tty", Reason: "refused on the terminal"}, nil
+	case s, ok := <-a.lines:
+		if !ok {
+			fmt.Fprintln(a.out)
+			return psych.Approval{}, errors.New("the terminal closed without an answer")
+		}
+		yes := strings.EqualFold(strings.TrimSpace(s), "y") || strings.EqualFold(strings.TrimSpace(s), "yes")
+		return psych.Approval{Approved: yes, By: "tty", Reason: "refused on the terminal"}, nil
 	case <-ctx.Done():
-		fmt.Fprintln(a.tty)
+		fmt.Fprintln(a.out)
 		return psych.Approval{}, errors.New("no answer on the terminal")
 	}
 }
