@@ -301,20 +301,30 @@ func TestRunLeavesNothing(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("psych run: %v: %s", err, out)
 		}
-		prefix := fmt.Sprintf("%d.", cmd.Process.Pid)
-		dirs := []string{"/var/lib/psych/tmp"}
-		for _, parent := range m.Parents() {
-			dirs = append(dirs, parent)
+		for _, left := range leftBy(m, cmd.Process.Pid) {
+			t.Errorf("psych run (pid %d) left %s", cmd.Process.Pid, left)
 		}
-		for _, dir := range dirs {
-			ents, _ := os.ReadDir(dir)
-			for _, e := range ents {
-				if strings.HasPrefix(e.Name(), prefix) {
-					t.Errorf("psych run (pid %d) left %s", cmd.Process.Pid, filepath.Join(dir, e.Name()))
-				}
+	}
+}
+
+// leftBy lists the run directories and run cgroups of the psych process
+// pid (named after it) that are still there.
+func leftBy(m *cgroups.Manager, pid int) []string {
+	prefix := fmt.Sprintf("%d.", pid)
+	dirs := []string{"/var/lib/psych/tmp"}
+	for _, parent := range m.Parents() {
+		dirs = append(dirs, parent)
+	}
+	var left []string
+	for _, dir := range dirs {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), prefix) {
+				left = append(left, filepath.Join(dir, e.Name()))
 			}
 		}
 	}
+	return left
 }
 
 // TestRunInterrupted: SIGINT during a run ends psych with exit code 130
@@ -372,18 +382,8 @@ func TestRunInterrupted(t *testing.T) {
 		if err != nil {
 			t.Fatalf("cgroups here: %v", err)
 		}
-		prefix := fmt.Sprintf("%d.", pid)
-		dirs := []string{"/var/lib/psych/tmp"}
-		for _, parent := range m.Parents() {
-			dirs = append(dirs, parent)
-		}
-		for _, dir := range dirs {
-			ents, _ := os.ReadDir(dir)
-			for _, e := range ents {
-				if strings.HasPrefix(e.Name(), prefix) {
-					t.Errorf("the interrupted psych (pid %d) left %s", pid, filepath.Join(dir, e.Name()))
-				}
-			}
+		for _, left := range leftBy(m, pid) {
+			t.Errorf("the interrupted psych (pid %d) left %s", pid, left)
 		}
 	}
 }
