@@ -11,6 +11,9 @@ import (
 func TestRootMountID(t *testing.T) {
 	id, ok := rootMountID()
 	if !ok {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI's kernel (6.18) gives statx's mount id, but none came back")
+		}
 		t.Skip("statx gives no mount id here (Linux 5.8+)")
 	}
 	fromTable, fstype, _ := strings.Cut(readRootMount("/proc/self/mountinfo"), ":")
