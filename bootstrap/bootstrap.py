@@ -148,6 +148,8 @@ SURROGATES = {}  # code point -> U+FFFD for every surrogate, made on first use
 
 def utf8(text):
     """text as UTF-8, each surrogate in it replaced by U+FFFD."""
+    if text.isascii():  # a flag of the str: no scan
+        return text.encode()
     b = text.encode("utf-8", "surrogatepass")
     if b"\xed" not in b or not any(p in b for p in SURROGATE_LEADS):
         return b
@@ -175,6 +177,17 @@ class Reader:
 
     def frame(self, cap):
         chunks, have, need = self.chunks, 0, 4
+        if not chunks:
+            # The common case: one read brings one whole frame.
+            chunks.extend(map(os_read, (self.fd,), (1 << 16,)))
+            data = chunks[0]
+            n = len(data) - 4
+            if 0 < n <= cap and int.from_bytes(data[:4], "big") == n:
+                chunks.clear()
+                return checked(loads(data[4:].decode("utf-8")))
+            if not n + 4:
+                chunks.clear()
+                raise EOFError("the host closed the channel")
         while True:
             if chunks:
                 head = chunks[0]
@@ -376,41 +389,40 @@ class Host:
                     " (from a signal handler?); binding calls do not nest" % name
                 )
             self.busy = True
+            stage = 0  # 1: the frame is being written; 2: it was, the reply is due
             try:
-                return self.exchange(name, head, args)
+                with self.write_lock:
+                    if self.closed:
+                        raise BindingError(FINISHED)
+                    if self.broken:
+                        raise BindingError("the channel to the host is broken: " + self.broken)
+                    self.last_id = call_id = self.last_id + 1
+                    frame = utf8('{"type":"call","id":%d%s%s}' % (call_id, head, args))
+                    if len(frame) > self.max_frame:
+                        raise BindingError(
+                            "%s(): the call encodes to %d bytes; the frame cap is %d"
+                            % (name, len(frame), self.max_frame)
+                        )
+                    stage = 1
+                    write_frame(self.fd, frame)
+                    stage = 2
+                reply = self.reader.frame(self.max_frame)
+                if type(reply.get("id")) is not int or reply["id"] != call_id or reply["type"] != "reply":
+                    reply = self.reply_to(call_id, reply)
+            except BaseException as e:
+                if not stage:
+                    raise
+                if isinstance(e, (OSError, EOFError, ValueError)) and not raised_by_program(e):
+                    self.broken = safe_str(e) or type_name(type(e))
+                    raise BindingError("%s(): the channel to the host failed: %s" % (name, self.broken)) from None
+                # Interrupted: a signal handler raised (or the stack ran out).
+                if stage == 1:
+                    self.broken = "a call was interrupted while its frame was written"
+                else:
+                    self.abandoned.add(call_id)
+                raise
             finally:
                 self.busy = False
-
-    def exchange(self, name, head, args):
-        stage = 0  # 1: the frame is being written; 2: it was, the reply is due
-        try:
-            with self.write_lock:
-                if self.closed:
-                    raise BindingError(FINISHED)
-                if self.broken:
-                    raise BindingError("the channel to the host is broken: " + self.broken)
-                self.last_id = call_id = self.last_id + 1
-                frame = utf8('{"type":"call","id":%d%s%s}' % (call_id, head, args))
-                if len(frame) > self.max_frame:
-                    raise BindingError(
-                        "%s(): the call encodes to %d bytes; the frame cap is %d" % (name, len(frame), self.max_frame)
-                    )
-                stage = 1
-                write_frame(self.fd, frame)
-                stage = 2
-            reply = self.reply_to(call_id)
-        except BaseException as e:
-            if not stage:
-                raise
-            if isinstance(e, (OSError, EOFError, ValueError)) and not raised_by_program(e):
-                self.broken = safe_str(e) or type_name(type(e))
-                raise BindingError("%s(): the channel to the host failed: %s" % (name, self.broken)) from None
-            # Interrupted: a signal handler raised (or the stack ran out).
-            if stage == 1:
-                self.broken = "a call was interrupted while its frame was written"
-            else:
-                self.abandoned.add(call_id)
-            raise
         err = reply.get("error")
         if err is not None:
             if not isinstance(err, dict):
@@ -418,16 +430,16 @@ class Host:
             raise BindingError(str(err.get("message", "")), str(err.get("type") or "BindingError"))
         return reply.get("value")
 
-    def reply_to(self, call_id):
-        """The reply to call_id, past the replies to abandoned calls."""
+    def reply_to(self, call_id, reply):
+        """The reply to call_id, from reply on, past the replies to abandoned calls."""
         while True:
-            reply = self.reader.frame(self.max_frame)
             rid = reply.get("id")
             if reply["type"] == "reply" and type(rid) is int:
                 if rid == call_id:
                     return reply
                 if rid in self.abandoned:
                     self.abandoned.discard(rid)
+                    reply = self.reader.frame(self.max_frame)
                     continue
             raise ProtocolError("expected the reply to call %d, got %.100r" % (call_id, reply))
 
