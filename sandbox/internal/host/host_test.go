@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -254,6 +255,46 @@ func TestServerResultCancelsCall(t *testing.T) {
 	})
 	if srv.ProtocolError() != nil || srv.Result() == nil || string(srv.Result().Value) != "7" {
 		t.Fatalf("result %+v, protocol error %v; want the result sent while the call ran", srv.Result(), srv.ProtocolError())
+	}
+}
+
+// sleepBindings' nap sleeps for {"us": N} µs and returns its args.
+type sleepBindings struct{}
+
+func (sleepBindings) List() []sandbox.Binding { return []sandbox.Binding{{Name: "nap"}} }
+
+func (sleepBindings) Call(_ context.Context, _ string, args json.RawMessage) (json.RawMessage, error) {
+	var a struct{ US int }
+	if err := json.Unmarshal(args, &a); err != nil {
+		return nil, err
+	}
+	time.Sleep(time.Duration(a.US) * time.Microsecond)
+	return args, nil
+}
+
+// TestServerCallsAroundSlowCall: calls that take about slowCall, so the
+// one timer fires as a call ends, or late, while the next one runs: every
+// call is answered once, in order, whichever goroutine reads it, and Serve
+// still returns (the race detector watches the hand-offs).
+func TestServerCallsAroundSlowCall(t *testing.T) {
+	srv := serve(t, sleepBindings{}, func(enc *wire.Encoder, dec *wire.Decoder, raw net.Conn) {
+		raw.SetDeadline(time.Now().Add(20 * time.Second))
+		for id := uint64(1); id <= 300; id++ {
+			us := int(slowCall/time.Microsecond) - 200 + int(id*37%400) // slowCall ± 200 µs
+			if id%3 == 0 {
+				us = 0 // a quick call right after a slow one
+			}
+			args := fmt.Sprintf(`{"us":%d}`, us)
+			enc.Encode(&wire.Call{ID: id, Name: "nap", Args: json.RawMessage(args)})
+			m, err := dec.Next()
+			if r, ok := m.(*wire.Reply); err != nil || !ok || r.ID != id || r.Error != nil || string(r.Value) != args {
+				t.Fatalf("call %d: reply %+v, %v", id, m, err)
+			}
+		}
+		enc.Encode(&wire.Result{Value: json.RawMessage(`1`)})
+	})
+	if srv.ProtocolError() != nil || srv.Result() == nil {
+		t.Fatalf("result %+v, protocol error %v", srv.Result(), srv.ProtocolError())
 	}
 }
 

@@ -48,6 +48,14 @@ type Server struct {
 
 	calls   callQueue
 	readers sync.WaitGroup // readers that took over, and the calls they left behind
+
+	// slow fires when the call in flight runs past slowCall. One timer,
+	// re-armed per call, allocates nothing; inFlight is the call's
+	// generation (from gen), 0 when none runs, so a late firing meant for
+	// an earlier call hands off at most the one in flight.
+	slow     *time.Timer
+	gen      atomic.Uint64
+	inFlight atomic.Uint64
 }
 
 // NewServer serves req on rw with frames of at most maxFrame bytes.
@@ -126,8 +134,18 @@ func (s *Server) Serve(ctx context.Context) {
 		return
 	}
 	s.calls.cond = sync.NewCond(&s.calls.mu)
+	s.slow = time.AfterFunc(time.Hour, func() { s.handOff(ctx) })
+	s.slow.Stop()
 	s.read(ctx)
 	s.readers.Wait()
+}
+
+// handOff runs when a call is slow: a new reader takes over from the
+// goroutine that runs it.
+func (s *Server) handOff(ctx context.Context) {
+	if g := s.inFlight.Load(); g != 0 && s.inFlight.CompareAndSwap(g, 0) {
+		go func() { defer s.readers.Done(); s.read(ctx) }()
+	}
 }
 
 // slowCall is how long a call runs on the reading goroutine before the
@@ -217,17 +235,13 @@ func (s *Server) queueBehind(c *wire.Call) bool {
 // also runs what queues behind c, and reports true: this goroutine reads
 // no more.
 func (s *Server) runHere(ctx context.Context, c *wire.Call) bool {
-	const running, done, handedOff = 0, 1, 2
-	var state atomic.Int32
-	s.readers.Add(1)
-	t := time.AfterFunc(slowCall, func() {
-		if state.CompareAndSwap(running, handedOff) {
-			go func() { defer s.readers.Done(); s.read(ctx) }()
-		}
-	})
+	s.readers.Add(1) // done here, or by the reader that takes over
+	gen := s.gen.Add(1)
+	s.inFlight.Store(gen)
+	s.slow.Reset(slowCall)
 	s.answer(ctx, c)
-	t.Stop()
-	if state.CompareAndSwap(running, done) {
+	s.slow.Stop()
+	if s.inFlight.CompareAndSwap(gen, 0) {
 		s.readers.Done()
 		s.calls.mu.Lock()
 		s.calls.running = false // nothing queued: no one read meanwhile
