@@ -46,15 +46,17 @@ def rt():
         got += os.read(fd, n - len(got))`, "rt()")
 
 // floorRounds is how many times each side of the binding measurement runs.
-const floorRounds = 5
+const floorRounds = 9
 
 // bindingFloor measures echo(i=1) through the full sandbox and the raw echo
 // of the same payload, alternately, floorRounds times each, and keeps each
-// side's best median: on a shared machine a round trip between two
-// processes is fast or about twice as slow by where the scheduler puts them
-// (a wakeup on the same CPU, or across), from one process to the next, for
-// the floor and the call alike: each side's best is both in the same
-// placement.
+// side's best median: on this kind of VM a round trip between two
+// processes is fast, or 3-5× as slow when the reply must wake a halted
+// vCPU (about 20-40 µs a wake), by where the scheduler puts them, from one
+// process to the next, for the floor and the call alike (here the
+// sandboxed call lands slow in about half its rounds, the floor in fewer).
+// Each side's best is both in the fast placement; nine rounds make it
+// unlikely that every round of one side lands slow.
 func bindingFloor(ctx context.Context, sb sandbox.Sandbox, python string) (*Binding, error) {
 	var call, floor []float64
 	for range floorRounds {
