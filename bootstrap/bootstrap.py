@@ -185,7 +185,7 @@ class Reader:
             if 0 < n <= cap and int.from_bytes(data[:4], "big") == n:
                 chunks.clear()
                 return checked(loads(data[4:].decode("utf-8")))
-            if not n + 4:
+            if not data:
                 chunks.clear()
                 raise EOFError("the host closed the channel")
         while True:
