@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/psych-runtime/psych/bootstrap"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/wire"
@@ -248,7 +246,7 @@ func rawEchoFloor(b *testing.B, py string) {
 // kernel, not through the netpoller).
 func benchSocketpair(b *testing.B) (hostEnd, childEnd *os.File) {
 	b.Helper()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fds, err := streamPair()
 	if err != nil {
 		b.Fatal(err)
 	}

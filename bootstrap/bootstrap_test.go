@@ -67,7 +67,7 @@ var echoBinding = []sandbox.Binding{{Name: "echo", Params: []string{"a", "b"}, D
 // child end (blocking, for the interpreter), both close-on-exec.
 func socketpair(t *testing.T) (hostEnd, childEnd *os.File) {
 	t.Helper()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fds, err := streamPair()
 	if err != nil {
 		t.Fatalf("socketpair: %v", err)
 	}
