@@ -23,6 +23,11 @@
 //     as under `python prog.py`, with the file "<program>", the program's own
 //     line numbers and source lines, and no bootstrap frames. errno is set for
 //     an OSError with an integer errno. A SystemExit's message is str(code).
+//     One place differs on purpose: on Python 3.8 and 3.9, a SyntaxError at
+//     the end of the input names the line compile() gives (the last one,
+//     with its text), where `python prog.py` names the blank line after it
+//     (those versions tokenize a file differently from a string; 3.10 on
+//     agree with compile()).
 //   - The traceback is bounded: each exception keeps its last 1000 frames
 //     (as python's own printer does), repeats collapsed ("[Previous line
 //     repeated N more times]"), at most 100 exceptions of a chain, and at

@@ -361,6 +361,14 @@ func TestTracebackMatchesPython(t *testing.T) {
 				t.Fatalf("python %s: %v", name, err)
 			}
 			want := strings.ReplaceAll(stderr.String(), path, "<program>")
+			if name == "syntax" && oldTokenizer(t) {
+				// 3.8 and 3.9 read a file through another tokenizer than
+				// a string: at the end of the input it names the line
+				// after the last, blank. psych reports what compile()
+				// says (the last line, with its text), as 3.10 on do for
+				// both.
+				want = compiledSyntaxError(t, path)
+			}
 			o := run(t, program{code: code})
 			if o.result.Failure == nil {
 				t.Fatalf("succeeded, python said:\n%s", want)
@@ -435,7 +443,9 @@ raise ValueError('boom')`
 
 func TestSyntaxErrorIsData(t *testing.T) {
 	f := mustFail(t, program{code: "x = 1\ny = (\n"}, "SyntaxError", 1)
-	if !strings.Contains(f.Traceback, "File \"<program>\", line 2\n    y = (\n        ^\n") {
+	// Where the caret stands differs between Pythons (under the "(" from
+	// 3.10 on, after it before).
+	if !strings.Contains(dropCarets(f.Traceback), "File \"<program>\", line 2\n    y = (\nSyntaxError: ") || !strings.Contains(f.Traceback, "^") {
 		t.Errorf("traceback:\n%s", f.Traceback)
 	}
 	if strings.Contains(f.Traceback, "Traceback (most recent call last)") {
@@ -555,8 +565,9 @@ func TestBindingHostError(t *testing.T) {
 	if f.Message != "nope" {
 		t.Errorf("message %q", f.Message)
 	}
+	// Python 3.13 marks the call's span (~~~~^^^) where 3.11 draws none.
 	want := "Traceback (most recent call last):\n  File \"<program>\", line 2, in <module>\n    echo(1)\nBindingError: nope\n"
-	if f.Traceback != want {
+	if dropCarets(f.Traceback) != want {
 		t.Errorf("traceback:\n%s\nwant:\n%s", f.Traceback, want)
 	}
 }
@@ -646,7 +657,7 @@ if pid == 0:
     print("child out", flush=True)
     sys.exit(7)
 _, status = os.waitpid(pid, 0)
-os.waitstatus_to_exitcode(status)`
+os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1`
 	o := mustSucceed(t, program{code: code})
 	jsonEqual(t, o.result.Value, `7`)
 	if o.stdout != "child out\n" {
@@ -770,11 +781,37 @@ func TestSocketArgs(t *testing.T) {
 	jsonEqual(t, o.result.Value, `{"a":2,"b":3}`)
 }
 
+// oldTokenizer reports whether the interpreter is 3.8 or 3.9.
+func oldTokenizer(t *testing.T) bool {
+	t.Helper()
+	out, err := exec.Command(python(t), "-I", "-c", "import sys; print(sys.version_info[:2] < (3, 10))").Output()
+	if err != nil {
+		t.Fatalf("python version: %v", err)
+	}
+	return strings.TrimSpace(string(out)) == "True"
+}
+
+// compiledSyntaxError is the SyntaxError of compiling the file at path
+// as "<program>", formatted as Python prints it.
+func compiledSyntaxError(t *testing.T, path string) string {
+	t.Helper()
+	script := "import sys, traceback\n" +
+		"try:\n compile(open(sys.argv[1], 'rb').read(), '<program>', 'exec')\n" +
+		"except SyntaxError as e:\n sys.stdout.write(''.join(traceback.format_exception_only(type(e), e)))\n"
+	out, err := exec.Command(python(t), "-I", "-c", script, path).Output()
+	if err != nil || len(out) == 0 {
+		t.Fatalf("compile %s: %v (%q)", path, err, out)
+	}
+	return string(out)
+}
+
+// dropCarets drops the lines that only mark a span (^ and ~), whose
+// drawing differs between Python versions.
 func dropCarets(s string) string {
 	lines := strings.Split(s, "\n")
 	out := lines[:0]
 	for _, l := range lines {
-		if strings.Trim(l, " ^") != "" || !strings.Contains(l, "^") {
+		if strings.Trim(l, " ^~") != "" || !strings.Contains(l, "^") {
 			out = append(out, l)
 		}
 	}
