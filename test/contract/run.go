@@ -155,8 +155,13 @@ func (s *suite) suspend(t *testing.T) {
 	if res.Suspended < wait-200*time.Millisecond || res.Suspended > wait+s.scaled(2*time.Second) {
 		t.Errorf("suspended %v, want about %v", res.Suspended, wait)
 	}
-	if run := res.Duration - res.Suspended; run >= s.scaled(2*time.Second) {
-		t.Errorf("duration %v minus suspended %v is %v, want < 2s", res.Duration, res.Suspended, run)
+	// The wall clock's standing still is the success above (3 s suspended
+	// under a 2 s limit). Here the duration must hold the suspension and
+	// the program's own 0.4 s of sleep beside it, and the rest be at most
+	// the wall limit plus the end's latency (an engine copying the output
+	// back, which under load takes a good part of a second).
+	if run := res.Duration - res.Suspended; run < 400*time.Millisecond || run >= s.scaled(4*time.Second) {
+		t.Errorf("duration %v minus suspended %v is %v, want 0.4-4s", res.Duration, res.Suspended, run)
 	}
 	if res.Usage != nil && res.Usage.CPUSeconds >= 1 {
 		t.Errorf("usage cpu %.3fs, want < 1", res.Usage.CPUSeconds)
