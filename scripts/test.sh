@@ -3,7 +3,8 @@
 # have them (scripts/engines.sh, scripts/image.sh; root only), the wire
 # fuzzer and the host-core fuzzer, every package's tests under the race
 # detector (the contract suite on the subprocess backend and on containerd,
-# podman and docker), the bootstrap's tests on Python 3.8-3.13, the soak's short form (SOAK_RUNS=200 per backend),
+# podman and docker), the bootstrap's tests on Python 3.8-3.13, the soak's
+# short form (SOAK_RUNS=200 per backend),
 # then, as root, the isolation tests again from an unprivileged host
 # process. The daemons it started are stopped on every path. Each phase's
 # time is printed.
@@ -39,9 +40,6 @@ phase fuzz
 phase "fuzz host core"
 PSYCH_TEST_PYTHON=$PYTHON "$GO" test -race -count=1 -timeout 30m ./...
 phase "go test -race ./..."
-# The soak's short form (test/soak; make soak runs 2000): without the race
-# detector, whose own memory would swamp the RSS bound; the ./... pass above
-# skips it, saying so, and runs the soak package's fault tests.
 # The bootstrap's own tests on every Python it serves (pyenv's 3.8-3.13;
 # the pass above ran them on $PYTHON). CI's machine has them all.
 pyroot=$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")
@@ -58,6 +56,9 @@ for minor in 3.8 3.9 3.10 3.11 3.12 3.13; do
 	PSYCH_TEST_PYTHON=$py "$GO" test -count=1 ./bootstrap/
 done
 phase "bootstrap tests on Python 3.8-3.13"
+# The soak's short form (test/soak; make soak runs 2000): without the race
+# detector, whose own memory would swamp the RSS bound; the ./... pass above
+# skips it, saying so, and runs the soak package's fault tests.
 PSYCH_SOAK_RUNS=$SOAK_RUNS PSYCH_TEST_PYTHON=$PYTHON "$GO" test -count=1 -v -run '^TestSoak' -timeout 30m ./test/soak
 phase "soak ($SOAK_RUNS runs per backend)"
 PSYCH_CPYTHON_MODULES=ci "$GO" test -count=1 -v -run '^TestCPythonSuite$' -timeout 30m ./test/cpython; phase "cpython suite (test/cpython, CI subset)"
