@@ -2,7 +2,6 @@ package bootstrap_test
 
 import (
 	"bufio"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/psych-runtime/psych/bootstrap"
+	"github.com/psych-runtime/psych/internal/echofloor"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/wire"
 )
@@ -189,26 +189,12 @@ func bindingLoop(b *testing.B, py string, args []string) {
 	}
 }
 
-// rawEcho is internal/bench's floor, a round trip per iteration, after a
-// first frame that starts the host's clock.
-const rawEcho = `import os, struct
-fd = 3
-msg = b'{"type":"call","id":1,"name":"echo","args":{"i":1}}'
-out = struct.pack(">I", len(msg)) + msg
-def rt():
-    os.write(fd, out)
-    n = struct.unpack(">I", os.read(fd, 4))[0]
-    got = b""
-    while len(got) < n:
-        got += os.read(fd, n - len(got))
-for _ in range(int(os.environ["N"])):
-    rt()
-`
-
+// rawEchoFloor is internal/bench's floor (internal/echofloor), a round
+// trip per iteration, timed from the first frame.
 func rawEchoFloor(b *testing.B, py string) {
 	hostEnd, childEnd := benchSocketpair(b)
 	defer hostEnd.Close()
-	cmd := exec.Command(py, "-I", "-c", rawEcho)
+	cmd := exec.Command(py, "-I", "-c", echofloor.Setup+"for _ in range(int(os.environ['N'])):\n    rt()\n")
 	cmd.Env = []string{fmt.Sprintf("N=%d", b.N)}
 	cmd.ExtraFiles = []*os.File{childEnd}
 	cmd.Stderr = os.Stderr
@@ -218,22 +204,8 @@ func rawEchoFloor(b *testing.B, py string) {
 	childEnd.Close()
 	b.ResetTimer()
 	b.StopTimer()
-	var hdr [4]byte
-	buf := make([]byte, 1<<16)
-	for i := 0; ; i++ {
-		if _, err := io.ReadFull(hostEnd, hdr[:]); err != nil {
-			break
-		}
-		if i == 0 {
-			b.StartTimer()
-		}
-		n := binary.BigEndian.Uint32(hdr[:])
-		if _, err := io.ReadFull(hostEnd, buf[:n]); err != nil {
-			break
-		}
-		if _, err := hostEnd.Write(append(hdr[:], buf[:n]...)); err != nil {
-			break
-		}
+	if err := echofloor.Serve(hostEnd, b.StartTimer); err != nil {
+		b.Fatal(err)
 	}
 	b.StopTimer()
 	if err := cmd.Wait(); err != nil {

@@ -4,10 +4,8 @@ package bench
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -18,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/psych-runtime/psych/internal/echofloor"
 	"github.com/psych-runtime/psych/internal/layers"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/demotools"
@@ -32,18 +31,10 @@ func medianLoop(setup, body string) string {
 	return fmt.Sprintf("import time\n%s\nts = []\nfor i in range(%d):\n    t = time.perf_counter()\n    %s\n    ts.append(time.perf_counter() - t)\nts.sort()\nts[len(ts) // 2]", setup, calls, body)
 }
 
-// rawEcho is the floor: the frame a binding call sends, written and read
-// back with nothing but os.write and os.read, over fd 3.
-var rawEcho = medianLoop(`import os, struct
-fd = 3
-msg = b'{"type":"call","id":1,"name":"echo","args":{"i":1}}'
-out = struct.pack(">I", len(msg)) + msg
-def rt():
-    os.write(fd, out)
-    n = struct.unpack(">I", os.read(fd, 4))[0]
-    got = b""
-    while len(got) < n:
-        got += os.read(fd, n - len(got))`, "rt()")
+// rawEcho is the floor (internal/echofloor): the frame a binding call
+// sends, written and read back with nothing but os.write and os.read, over
+// fd 3.
+var rawEcho = medianLoop(echofloor.Setup, "rt()")
 
 // floorRounds is how many times each side of the binding measurement runs.
 const floorRounds = 9
@@ -99,25 +90,7 @@ func echoFloor(python string) (float64, error) {
 		return 0, err
 	}
 	child.Close()
-	go func() {
-		var hdr [4]byte
-		buf := make([]byte, 1<<16)
-		for {
-			if _, err := io.ReadFull(host, hdr[:]); err != nil {
-				return
-			}
-			n := binary.BigEndian.Uint32(hdr[:])
-			if int(n) > len(buf) {
-				return
-			}
-			if _, err := io.ReadFull(host, buf[:n]); err != nil {
-				return
-			}
-			if _, err := host.Write(append(hdr[:], buf[:n]...)); err != nil {
-				return
-			}
-		}
-	}()
+	go echofloor.Serve(host, nil)
 	if err := cmd.Wait(); err != nil {
 		return 0, fmt.Errorf("bench: raw echo: %w", err)
 	}
