@@ -3,7 +3,11 @@
 # containerd, runc, podman and docker.io where missing, and starts containerd
 # and dockerd in the background where none answers on the default socket,
 # with psych's own state directories; `engines.sh stop` stops exactly the
-# daemons start started (by the pids it recorded). Needs root: elsewhere it
+# daemons start started (by the pids it recorded, checked against the
+# process's name so a reused pid is never killed), and only once no other
+# job that started or reused them is still alive: each start records its
+# caller (PSYCH_ENGINES_USER, by default the calling process's pid) under
+# the state directory, each stop removes its own. Needs root: elsewhere it
 # says so and does nothing, and the container tests skip.
 set -euo pipefail
 export PATH=$PATH:/usr/sbin:/sbin
@@ -16,7 +20,11 @@ if [ "$(id -u)" != 0 ]; then
 	log "not root: the container engines are root's; the container tests will skip"
 	exit 0
 fi
-mkdir -p "$STATE"
+USER_ID=${PSYCH_ENGINES_USER:-$PPID}
+mkdir -p "$STATE/users"
+# One start or stop at a time on this machine.
+exec 9>"$STATE/lock"
+flock 9
 
 wait_for() { # what, seconds, command...
 	local what=$1 secs=$2
@@ -30,6 +38,7 @@ wait_for() { # what, seconds, command...
 }
 
 start() {
+	: >"$STATE/users/$USER_ID"
 	need=()
 	command -v containerd >/dev/null || need+=(containerd)
 	command -v runc >/dev/null || need+=(runc)
@@ -45,7 +54,7 @@ start() {
 		log "containerd: reusing the one at $CONTAINERD_ADDRESS"
 	else
 		log "containerd: starting"
-		containerd >"$STATE/containerd.log" 2>&1 &
+		containerd 9>&- >"$STATE/containerd.log" 2>&1 &
 		echo $! >"$STATE/containerd.pid"
 		wait_for containerd 30 ctr -a "$CONTAINERD_ADDRESS" version
 	fi
@@ -57,19 +66,36 @@ start() {
 		dockerd --data-root /var/lib/psych/docker --exec-root /run/psych/docker \
 			-H "unix://$DOCKER_SOCK" --containerd "$CONTAINERD_ADDRESS" \
 			--bridge=none --iptables=false --ip-masq=false \
-			--pidfile /run/psych/docker/dockerd.pid >"$STATE/dockerd.log" 2>&1 &
+			--pidfile /run/psych/docker/dockerd.pid 9>&- >"$STATE/dockerd.log" 2>&1 &
 		echo $! >"$STATE/dockerd.pid"
 		wait_for dockerd 60 docker -H "unix://$DOCKER_SOCK" version
 	fi
 }
 
 stop() {
+	rm -f "$STATE/users/$USER_ID"
+	# A user is alive while its process is (a named user, whose process
+	# is unknown, until its own stop).
+	for u in "$STATE"/users/*; do
+		[ -e "$u" ] || continue
+		id=${u##*/}
+		if [[ $id =~ ^[0-9]+$ ]] && [ ! -d "/proc/$id" ]; then
+			rm -f "$u"
+			continue
+		fi
+		log "left running: still used by $id"
+		return 0
+	done
 	# dockerd first: it uses containerd.
 	for d in dockerd containerd; do
 		f=$STATE/$d.pid
 		[ -f "$f" ] || continue
 		pid=$(cat "$f")
 		rm -f "$f"
+		if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" != "$d" ]; then
+			log "$d: pid $pid is gone or not $d; nothing to stop"
+			continue
+		fi
 		kill "$pid" 2>/dev/null || continue
 		for _ in $(seq 100); do
 			kill -0 "$pid" 2>/dev/null || break
