@@ -30,3 +30,9 @@ if [ ${#need[@]} -gt 0 ]; then
 	apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 command -v go >/dev/null || { echo "deps: go is not on PATH (want Go 1.26)" >&2; exit 1; }
+# A root host's psych caches under /var/cache/psych and trusts it only at
+# mode 0700 (owned by root); the image and VM caches live under it too, and
+# a mkdir -p of theirs once made it 0755, which every run then refused.
+if [ "$(id -u)" = 0 ]; then
+	install -d -m 0700 -o root -g root /var/cache/psych
+fi

@@ -498,9 +498,15 @@ func TestCacheHostileDir(t *testing.T) {
 			mustLoad(t, c.path, dir, false) // a valid entry is in there
 			use := tc.plant(t, dir)
 			t.Cleanup(func() { os.Chmod(dir, 0o700) })
+			before := openFDs(t)
 			f, o := mustLoad(t, c.path, use, false)
 			if !o.bypassed || !o.untrusted {
 				t.Fatalf("outcome %+v, want an untrusted, bypassed cache", o)
+			}
+			// A refused directory is closed, not left open per load (the
+			// refusals once closed the result's -1 instead).
+			if after := openFDs(t); after != before {
+				t.Errorf("%d open descriptors after the refused load, %d before", after, before)
 			}
 			t.Logf("bypassed: %s", o.reason)
 			checkFacts(t, f)
@@ -514,6 +520,16 @@ func TestCacheHostileDir(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openFDs is how many descriptors this process has open.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/dev/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }
 
 func TestCacheUnusableDir(t *testing.T) {

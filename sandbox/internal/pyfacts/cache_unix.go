@@ -232,19 +232,23 @@ func openDir(dir string) (fd int, untrusted bool, err error) {
 		}
 		created = false
 	}
+	opened := -1
 	err = retry(func() (err error) {
-		fd, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		opened, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		return err
 	})
 	if err != nil {
 		untrusted = errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)
 		return -1, untrusted, fmt.Errorf("open cache directory %s (not following symlinks): %w", dir, os.NewSyscallError("open", err))
 	}
+	// Every refusal below returns fd -1: the descriptor is closed by its
+	// own name, not by the result's.
 	defer func() {
 		if err != nil {
-			unix.Close(fd)
+			unix.Close(opened)
 		}
 	}()
+	fd = opened
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return -1, false, fmt.Errorf("stat cache directory %s: %w", dir, os.NewSyscallError("fstat", err))
