@@ -38,9 +38,9 @@ if [ "$(id -u)" = 0 ]; then
 fi
 "$GO" test -count=1 -run '^$' -fuzz FuzzDecoder -fuzztime "$FUZZTIME" -fuzzminimizetime 2s ./sandbox/wire
 phase fuzz
-# The host core driven by a fake child (sandbox/internal/host FuzzServe),
-# about 60 s per host-side target. Minimization is capped: the coordinator counts no
-# exec while both workers minimize, so an uncapped one stalls the run.
+# The host core driven by a fake child (sandbox/internal/host FuzzServe).
+# Minimization is capped: the coordinator counts no exec while both
+# workers minimize, so an uncapped one stalls the run.
 "$GO" test -count=1 -run '^$' -fuzz '^FuzzServe$' -fuzztime "$HOST_FUZZTIME" -fuzzminimizetime 2s ./sandbox/internal/host
 phase "fuzz host core"
 PSYCH_TEST_PYTHON=$PYTHON "$GO" test -race -count=1 -timeout 30m ./...
