@@ -16,7 +16,8 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 # duration, Go 1.26's fuzz coordinator can fail a clean run with a bare
 # "context deadline exceeded" when its deadline meets a worker's call in
 # flight (golang/go#75804; it failed FuzzServe so in CI). A count has no
-# deadline. About 15 s, and 40-80 s (the cached corpus slows later runs).
+# deadline. About 15 s, and 40-120 s (a growing cached corpus slows later
+# runs on one machine).
 FUZZTIME=${FUZZTIME:-500000x}
 HOST_FUZZTIME=${HOST_FUZZTIME:-100000x}
 SOAK_RUNS=${SOAK_RUNS:-200}
