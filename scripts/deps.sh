@@ -18,6 +18,11 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 # test/cpython: CPython's own tests. libregrtest comes with the stdlib; the
 # test modules are the testsuite's.
 [ -f /usr/lib/python3.11/test/test_os.py ] || need+=(libpython3.11-testsuite)
+# The data libraries a model's program is expected to find (numpy, pandas,
+# matplotlib, scipy, PIL): a run must import them as the host does.
+for pkg in python3-numpy python3-pandas python3-matplotlib python3-scipy python3-pil; do
+	dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then

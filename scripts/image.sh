@@ -2,8 +2,9 @@
 # `make image`: builds psych's container image without a registry and puts it
 # where the container backend looks for it. The image is IMAGE_REF
 # (localhost/psych-python:3.11): a Debian bookworm minbase with python3 at
-# /usr/bin/python3 (label io.psych.python), netbase, ca-certificates, tzdata
-# and libpython3.11-testsuite; docs, man pages, locales and apt's lists
+# /usr/bin/python3 (label io.psych.python), netbase, ca-certificates, tzdata,
+# libpython3.11-testsuite and the data libraries (numpy, pandas, matplotlib,
+# scipy, PIL); docs, man pages, locales and apt's lists
 # stripped; no psych code (the init and the bootstrap reach each container
 # per run).
 #
@@ -26,7 +27,7 @@ cd "$repo"
 GO=${GO:-go}
 IMAGE_REF=${IMAGE_REF:-localhost/psych-python:3.11}
 SUITE=bookworm
-PACKAGES=python3,netbase,ca-certificates,tzdata,libpython3.11-testsuite
+PACKAGES=python3,netbase,ca-certificates,tzdata,libpython3.11-testsuite,python3-numpy,python3-pandas,python3-matplotlib,python3-scipy,python3-pil
 CACHE=${PSYCH_IMAGE_CACHE:-/var/cache/psych/image}
 CONTAINERD_ADDRESS=${CONTAINERD_ADDRESS:-/run/containerd/containerd.sock}
 CONTAINERD_NAMESPACE=${CONTAINERD_NAMESPACE:-psych}
