@@ -108,6 +108,8 @@ func Run(t *testing.T, b Backend) {
 		{"FailureTraceback", s.failureTraceback},
 		{"TracebackShowsSource", s.tracebackSource},
 		{"SyntaxError", s.syntaxError},
+		{"SourceForms", s.sourceForms},
+		{"SubclassValues", s.subclassValues},
 		{"CPULimit", s.cpuLimit},
 		{"WallLimit", s.wallLimit},
 		{"AddressSpace", s.addressSpace},
