@@ -103,6 +103,10 @@ func resolveView(python string, prefixes []string) (*view, error) {
 		return nil, fmt.Errorf("interpreter %s: no prefixes", python)
 	}
 	v := &view{exe: exe, links: map[string]string{}, subs: map[string][]subMount{}}
+	// dpkg's database is read beside the rest (about a millisecond, the
+	// first time in a process).
+	debian := make(chan []string, 1)
+	go func() { debian <- host.DebianPythonEtc() }()
 	for _, r := range standardRoots {
 		fi, err := os.Lstat(r)
 		switch {
@@ -161,9 +165,11 @@ func resolveView(python string, prefixes []string) (*view, error) {
 	for _, m := range points {
 		isPoint[m] = true
 	}
-	// The loader's cache, the host's network databases and trust store,
-	// where it has them.
-	for _, p := range append([]string{"/etc/ld.so.cache"}, host.HostEtc()...) {
+	// The loader's cache, the host's network databases, trust store and
+	// alternatives, and the settings of its Debian Python packages, where
+	// it has them.
+	etc := append(append([]string{"/etc/ld.so.cache"}, host.HostEtc()...), <-debian...)
+	for _, p := range etc {
 		real, err := filepath.EvalSymlinks(p)
 		if err != nil {
 			continue

@@ -147,6 +147,7 @@ func Run(t *testing.T, b Backend) {
 		{"RootEntries", s.rootEntries},
 		{"NetworkDatabases", s.networkDatabases},
 		{"TrustStore", s.trustStore},
+		{"DataLibraries", s.dataLibraries},
 		{"PseudoTerminals", s.pseudoTerminals},
 		{"SetIDRefused", s.setIDRefused},
 		{"RecursionTraceback", s.recursionTraceback},
