@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -88,6 +89,10 @@ const stageDir = "/.psych-lower"
 // it is a symlink (merged /usr); absent ones are skipped.
 var standardRoots = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 
+// debianPythonEtc lists the settings of the host's Debian Python packages
+// (a variable for tests).
+var debianPythonEtc = host.DebianPythonEtc
+
 // ownedPaths are the sandbox's own: a host tree beneath one would be hidden.
 var ownedPaths = []string{"/tmp", "/dev", "/proc", "/etc"}
 
@@ -106,7 +111,7 @@ func resolveView(python string, prefixes []string) (*view, error) {
 	// dpkg's database is read beside the rest (about a millisecond, the
 	// first time in a process).
 	debian := make(chan []string, 1)
-	go func() { debian <- host.DebianPythonEtc() }()
+	go func() { debian <- debianPythonEtc() }()
 	for _, r := range standardRoots {
 		fi, err := os.Lstat(r)
 		switch {
@@ -169,10 +174,10 @@ func resolveView(python string, prefixes []string) (*view, error) {
 	// alternatives, and the settings of its Debian Python packages, where
 	// it has them.
 	etc := append(append([]string{"/etc/ld.so.cache"}, host.HostEtc()...), <-debian...)
-	for _, p := range etc {
+	for i, p := range etc {
 		real, err := filepath.EvalSymlinks(p)
-		if err != nil {
-			continue
+		if err != nil || slices.ContainsFunc(etc[:i], func(q string) bool { return within(p, q) }) {
+			continue // absent, or handed in already (itself, or a directory above it)
 		}
 		f := hostFile{path: p, real: real}
 		for _, t := range v.trees {
