@@ -179,12 +179,19 @@ func TestDebianModulesImportInRun(t *testing.T) {
 		}
 		hostErr = err
 	}()
-	const batch = 60
+	// Batch i holds every n-th module from the i-th, so that the heavy
+	// ones (numpy's users sort together) spread over the batches.
+	const batch = 20
+	n := (len(candidates) + batch - 1) / batch
+	batches := make([][]string, n)
+	for i, m := range candidates {
+		batches[i%n] = append(batches[i%n], m)
+	}
 	type ran struct {
 		failed map[string]string
 		err    string
 	}
-	runs := make([]ran, (len(candidates)+batch-1)/batch)
+	runs := make([]ran, n)
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, 2)
 	for i := range runs {
@@ -193,14 +200,14 @@ func TestDebianModulesImportInRun(t *testing.T) {
 			defer wg.Done()
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			b := candidates[i*batch : min((i+1)*batch, len(candidates))]
+			b := batches[i]
 			modules, _ := json.Marshal(b)
 			res, err := s.Run(context.Background(), sandbox.Request{Code: "MODULES = " + string(modules) + "\n" + importProgram + "out\n"})
 			switch {
 			case err != nil:
 				runs[i].err = err.Error()
 			case res.Failure != nil:
-				runs[i].err = fmt.Sprintf("the batch from %s failed: %+v\nstderr: %s", b[0], *res.Failure, res.Stderr)
+				runs[i].err = fmt.Sprintf("the batch of %v failed: %+v\nstderr: %s", b, *res.Failure, res.Stderr)
 			default:
 				if err := json.Unmarshal(res.Value, &runs[i].failed); err != nil {
 					runs[i].err = fmt.Sprintf("value %s: %v", res.Value, err)
@@ -219,7 +226,7 @@ func TestDebianModulesImportInRun(t *testing.T) {
 			t.Error(r.err)
 			continue
 		}
-		for _, m := range candidates[i*batch : min((i+1)*batch, len(candidates))] {
+		for _, m := range batches[i] {
 			if _, failed := hostFailed[m]; failed {
 				continue
 			}
