@@ -17,6 +17,9 @@
 //     sys.argv ["<program>"]. Its globals hold the standard module dunders,
 //     BindingError and one plain function per declared binding; nothing of
 //     the bootstrap. An undeclared name stays undefined (NameError).
+//   - The program is read as `python prog.py` reads its file: a UTF-8
+//     byte-order mark at its start is dropped, and its lines end at \n,
+//     \r\n or \r alone.
 //   - If the last statement is an expression, its value is the result value.
 //   - Every exception, SyntaxError, SystemExit and KeyboardInterrupt included,
 //     becomes a failure {type, message, traceback, errno}: the traceback reads
@@ -95,13 +98,15 @@
 // The value → JSON conversion: None, bool, int and str pass through, a
 // subclass converted to its base type (an IntEnum becomes an int); a finite
 // float passes and NaN or ±inf becomes its repr() string ("nan", "inf");
-// a list or tuple (namedtuple included) becomes an array; a dict whose keys
+// a list or tuple (namedtuple included) becomes an array of the base
+// type's contents (a subclass's own __iter__ never runs); a dict whose keys
 // are all str, int, float, bool or None becomes an object, the keys turned
 // into strings as json.dumps does (True → "true", 1.5 → "1.5"), unless two
 // keys then collide. Anything else, a dict with other keys included, becomes
 // its repr() string, or "<unrepresentable TYPE>" if repr raises. A cycle, or
 // a container nested deeper than 100 levels, becomes the repr() of that
-// sub-value. An int too large for Python's int-to-str limit is sent as its
+// sub-value. An element whose conversion fails becomes its own repr(),
+// not its container's. An int too large for Python's int-to-str limit is sent as its
 // repr(), or "<unrepresentable int>" when that fails too. If the result
 // frame would exceed the start frame's max_frame, the bootstrap sends instead
 // a failure of type "ValueTooLarge" ("the result value encodes to N bytes;

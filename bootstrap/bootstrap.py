@@ -506,12 +506,12 @@ class LinecacheSeeder:
     linecache (and, through tokenize, re) up front: a meta-path finder that
     seeds linecache.cache the moment anything imports it."""
 
-    def __init__(self, code):
-        self.entry = (len(code), None, code.splitlines(True), FILENAME)
+    def __init__(self, entry):
+        self.entry = entry
 
     @classmethod
-    def install(cls, code):
-        seeder = cls(code)
+    def install(cls, entry):
+        seeder = cls(entry)
         if "linecache" in sys.modules:
             seeder.seed(sys.modules["linecache"])
         else:
@@ -639,18 +639,27 @@ def to_json(v, depth=0, active=None):
     if depth >= MAX_DEPTH or id(v) in active:
         return safe_repr(v)
     active.add(id(v))
-    try:
+    try:  # through the base type's contents: a subclass's __iter__ never runs
         if not isinstance(v, dict):
-            return [to_json(x, depth + 1, active) for x in v]
+            return [element(x, depth + 1, active) for x in (list if isinstance(v, list) else tuple).__iter__(v)]
         out = {}
         for k, x in dict.items(v):
             key = json_key(k)
             if key is None:
                 return safe_repr(v)
-            out[key] = to_json(x, depth + 1, active)
+            out[key] = element(x, depth + 1, active)
         return out if len(out) == len(v) else safe_repr(v)  # keys collided as strings
     finally:
         active.discard(id(v))
+
+
+def element(x, depth, active):
+    """to_json of a container's element, or its repr where that fails: one
+    element's failure is not its siblings'."""
+    try:
+        return to_json(x, depth, active)
+    except BaseException:
+        return safe_repr(x)
 
 
 def json_key(k):
@@ -940,6 +949,20 @@ def plain_syntax_error(out, e, name):
     out.append("%s: %s%s\n" % (name, e.msg or "<no detail available>", suffix))
 
 
+def source_lines(code):
+    """The program's lines as python prog.py reads them back for a traceback:
+    \r\n and \r read as \n, and split at \n alone (not at \f, \v or the other
+    ends str.splitlines knows, which the compiler takes for none)."""
+    if "\r" in code:
+        code = code.replace("\r\n", "\n").replace("\r", "\n")
+    lines = code.split("\n")
+    last = lines.pop()
+    lines = [line + "\n" for line in lines]
+    if last:
+        lines.append(last + "\n")
+    return lines
+
+
 def program_line(lineno):
     """Line lineno of the program, stripped; "" if there is none."""
     lines = PROGRAM_ENTRY[0][2] if PROGRAM_ENTRY else []
@@ -1199,8 +1222,10 @@ def main():
         say("psych bootstrap: %s\n" % (safe_str(e) or type_name(type(e))))
         os_exit(EXIT_BOOTSTRAP)
 
-    PROGRAM_ENTRY.append((len(code), None, code.splitlines(True), FILENAME))
-    LinecacheSeeder.install(code)
+    if code[:1] == "\ufeff":
+        code = code[1:]  # a UTF-8 byte-order mark, which python prog.py's reader drops
+    PROGRAM_ENTRY.append((len(code), None, source_lines(code), FILENAME))
+    LinecacheSeeder.install(PROGRAM_ENTRY[0])
     sys.argv = [FILENAME]
     sys.modules["__main__"] = module  # the program is __main__: pickle, multiprocessing find its functions
 

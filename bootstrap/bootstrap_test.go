@@ -294,6 +294,12 @@ func TestValues(t *testing.T) {
 		{"colliding keys", `{1: "a", "1": "b"}`, `"{1: 'a', '1': 'b'}"`},
 		{"cycle", "x = [1]\nx.append(x)\nx", `[1,"[1, [...]]"]`},
 		{"deep", "x = 0\nfor _ in range(150):\n    x = [x]\nx", ""},
+		// A subclass's own __iter__ is never run: its contents are the
+		// base type's, and one element that cannot be converted is its
+		// own fallback, not its siblings'.
+		{"raising iter", "class L(list):\n    def __iter__(self):\n        raise RuntimeError('no')\nclass T(tuple):\n    def __iter__(self):\n        raise RuntimeError('no')\n[L([1, 2]), T((3, 4)), 'sibling']", `[[1,2],[3,4],"sibling"]`},
+		{"lying iter", "class L(list):\n    def __iter__(self):\n        return iter(['lie'])\nL([1, 2])", `[1,2]`},
+		{"bad element", "class B:\n    __class__ = property(lambda self: 1/0)\n    def __repr__(self):\n        return 'B!'\n[1, B(), 'sibling']", `[1,"B!","sibling"]`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -332,18 +338,25 @@ func TestTracebackLineAndSource(t *testing.T) {
 // status with what `python prog.py` prints and returns.
 func TestTracebackMatchesPython(t *testing.T) {
 	programs := map[string]string{
-		"zero":     "x = 1\ny = 2\n1/0\n",
-		"chained":  "def f():\n    try:\n        {}['k']\n    except KeyError as e:\n        raise ValueError('bad') from e\nf()\n",
-		"context":  "try:\n    1/0\nexcept ZeroDivisionError:\n    undefined_name\n",
-		"exec":     "exec('def g():\\n    raise RuntimeError(\"in exec\")\\ng()')\n",
-		"last":     "import os\nos.listdir('/nonexistent-dir')",
-		"library":  "import json\njson.loads('{')\n",
-		"syntax":   "x = 1\ny = (\n",
-		"indent":   "if True:\nprint(1)\n",
-		"compile":  "x = 1\nreturn x\n",
-		"nested":   "def a():\n    b()\ndef b():\n    raise KeyError('k')\na()\n",
-		"unicode":  "s = 'é'\nraise ValueError(s * 3)\n",
-		"no final": "raise RuntimeError('x')",
+		"zero":        "x = 1\ny = 2\n1/0\n",
+		"chained":     "def f():\n    try:\n        {}['k']\n    except KeyError as e:\n        raise ValueError('bad') from e\nf()\n",
+		"context":     "try:\n    1/0\nexcept ZeroDivisionError:\n    undefined_name\n",
+		"exec":        "exec('def g():\\n    raise RuntimeError(\"in exec\")\\ng()')\n",
+		"last":        "import os\nos.listdir('/nonexistent-dir')",
+		"library":     "import json\njson.loads('{')\n",
+		"syntax":      "x = 1\ny = (\n",
+		"indent":      "if True:\nprint(1)\n",
+		"compile":     "x = 1\nreturn x\n",
+		"nested":      "def a():\n    b()\ndef b():\n    raise KeyError('k')\na()\n",
+		"unicode":     "s = 'é'\nraise ValueError(s * 3)\n",
+		"no final":    "raise RuntimeError('x')",
+		"bom":         "\ufeffx = 1\nraise ValueError(x)\n",
+		"bom value":   "\ufeff1/0",
+		"crlf":        "a = 1\r\nb = 0\r\nc = a / b\r\n",
+		"crlf call":   "def f(x):\r\n    return x[\r\n        'k']\r\nf({})\r\n",
+		"cr":          "a = 1\rb = 0\rc = a / b\r",
+		"crlf syntax": "x = 1\r\ny = 1 +\r\nz = 2\r\n",
+		"form feed":   "x = 1\n\f\ny = 0\nx / y\n",
 	}
 	dir := t.TempDir()
 	for name, code := range programs {
@@ -374,6 +387,13 @@ func TestTracebackMatchesPython(t *testing.T) {
 				t.Fatalf("succeeded, python said:\n%s", want)
 			}
 			got := o.result.Failure.Traceback
+			if strings.HasPrefix(name, "bom") {
+				// python prog.py's C printer quotes line 1 with its mark
+				// (and so gives up on the span); its reader, and psych,
+				// drop the mark.
+				want = strings.ReplaceAll(want, "\ufeff", "")
+				got, want = dropCarets(got), dropCarets(want)
+			}
 			if name == "indent" {
 				// Python 3.11's C printer draws one caret for an
 				// IndentationError where the traceback module draws the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -88,6 +89,10 @@ const stageDir = "/.psych-lower"
 // it is a symlink (merged /usr); absent ones are skipped.
 var standardRoots = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 
+// debianPythonEtc lists the settings of the host's Debian Python packages
+// (a variable for tests).
+var debianPythonEtc = host.DebianPythonEtc
+
 // ownedPaths are the sandbox's own: a host tree beneath one would be hidden.
 var ownedPaths = []string{"/tmp", "/dev", "/proc", "/etc"}
 
@@ -103,6 +108,10 @@ func resolveView(python string, prefixes []string) (*view, error) {
 		return nil, fmt.Errorf("interpreter %s: no prefixes", python)
 	}
 	v := &view{exe: exe, links: map[string]string{}, subs: map[string][]subMount{}}
+	// dpkg's database is read beside the rest (about a millisecond, the
+	// first time in a process).
+	debian := make(chan []string, 1)
+	go func() { debian <- debianPythonEtc() }()
 	for _, r := range standardRoots {
 		fi, err := os.Lstat(r)
 		switch {
@@ -161,12 +170,14 @@ func resolveView(python string, prefixes []string) (*view, error) {
 	for _, m := range points {
 		isPoint[m] = true
 	}
-	// The loader's cache, the host's network databases and trust store,
-	// where it has them.
-	for _, p := range append([]string{"/etc/ld.so.cache"}, host.HostEtc()...) {
+	// The loader's cache, the host's network databases, trust store and
+	// alternatives, and the settings of its Debian Python packages, where
+	// it has them.
+	etc := append(append([]string{"/etc/ld.so.cache"}, host.HostEtc()...), <-debian...)
+	for i, p := range etc {
 		real, err := filepath.EvalSymlinks(p)
-		if err != nil {
-			continue
+		if err != nil || slices.ContainsFunc(etc[:i], func(q string) bool { return within(p, q) }) {
+			continue // absent, or handed in already (itself, or a directory above it)
 		}
 		f := hostFile{path: p, real: real}
 		for _, t := range v.trees {

@@ -56,3 +56,33 @@ print(json.dumps({"prefix": sys.base_prefix, "bsize": st.f_frsize, "blocks": st.
 		t.Fatalf("statvfs(%s) in the run: nothing used of %d blocks", in.Prefix, in.Blocks)
 	}
 }
+
+// TestViewHandsInEachEtcFileOnce: a settings file that lies in a directory
+// the view hands in already (the trust store, the alternatives), or is
+// handed in already, is not bound again: a bind below a read-only
+// directory bound before it would fail every run.
+func TestViewHandsInEachEtcFileOnce(t *testing.T) {
+	var extra []string
+	for _, p := range []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/services"} {
+		if _, err := os.Stat(p); err == nil {
+			extra = append(extra, p)
+		}
+	}
+	if len(extra) == 0 {
+		t.Skip("this host has neither a trust store nor /etc/services")
+	}
+	saved := debianPythonEtc
+	debianPythonEtc = func() []string { return append(extra, saved()...) }
+	defer func() { debianPythonEtc = saved }()
+	v, err := resolveView(testPython(), []string{"/usr"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range v.files {
+		for _, g := range v.files[:i] {
+			if within(f.path, g.path) {
+				t.Errorf("%s is handed in, and again below or as %s", g.path, f.path)
+			}
+		}
+	}
+}

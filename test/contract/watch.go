@@ -28,7 +28,7 @@ def paths():
               os.path.join(os.path.dirname(json.__file__), 'decoder.py'), sys.executable, os.path.realpath(sys.executable),
               os.path.dirname(os.path.realpath(sys.executable)), '/usr', '/usr/lib', '/usr/lib64', '/usr/bin', '/lib', '/lib64',
               '/etc/ld.so.cache', '/etc/services', '/etc/protocols', '/etc/ssl/openssl.cnf', '/etc/ssl/certs',
-              '/etc/ssl/certs/ca-certificates.crt']:
+              '/etc/ssl/certs/ca-certificates.crt', '/etc/alternatives', '/etc/matplotlibrc']:
         add(p)
     for line in open('/proc/self/maps'):
         f = line.split()

@@ -49,8 +49,10 @@ func EtcFilesFor(uid, gid uint32) []EtcFile {
 // protocols: getservbyname, getaddrinfo with a named port), OpenSSL's
 // configuration, and the trust store ca-certificates installs (the bundle
 // ca-certificates.crt and the hashed links, which point into
-// /usr/share/ca-certificates, bound with /usr). Nothing here is secret:
+// /usr/share/ca-certificates, bound with /usr), and Debian's alternatives
+// (/etc/alternatives: only symlinks, through which libraries such as BLAS
+// and LAPACK are reached from /usr). Nothing here is secret:
 // /etc/ssl/private is never bound. A container image keeps its own.
 func HostEtc() []string {
-	return []string{"/etc/services", "/etc/protocols", "/etc/ssl/openssl.cnf", "/etc/ssl/certs"}
+	return []string{"/etc/services", "/etc/protocols", "/etc/ssl/openssl.cnf", "/etc/ssl/certs", "/etc/alternatives"}
 }
