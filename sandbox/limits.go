@@ -22,6 +22,9 @@ const (
 	// is an ordinary ENOSPC; through a shared mapping it is a SIGBUS,
 	// which is this limit when the host finds the tmpfs at its cap.
 	LimitTmpBytes LimitName = "tmp_bytes"
+	// LimitApprovalSeconds is ApprovalSeconds: the run spent its whole
+	// budget of suspended time waiting for a person, and the host ended it.
+	LimitApprovalSeconds LimitName = "approval_seconds"
 )
 
 // MarshalJSON encodes the empty name as null.
@@ -88,6 +91,13 @@ type Limits struct {
 	// has), so Validate refuses a larger value, and the default is 1024 or
 	// the host's hard limit where that is lower.
 	OpenFiles int `json:"open_files,omitempty"`
+	// ApprovalSeconds caps the total time the run may spend suspended
+	// (Suspend) while binding calls wait for a person, all its waits
+	// together: the wall clock stands still meanwhile, so without it a
+	// program that asks in a loop would live on. Past it the host ends
+	// the run with LimitHit approval_seconds. Result.Suspended is what the
+	// run spent.
+	ApprovalSeconds float64 `json:"approval_seconds,omitempty"`
 }
 
 // DefaultLimits are the defaults of DESIGN.md §2, with psych's StackBytes.
@@ -100,6 +110,7 @@ func DefaultLimits() Limits {
 		WallSeconds:       30,
 		StackBytes:        4 << 20,
 		OpenFiles:         int(min(1024, hostOpenFilesMax())),
+		ApprovalSeconds:   600,
 	}
 }
 
@@ -128,6 +139,9 @@ func (l Limits) Merge(defaults Limits) Limits {
 	}
 	if l.OpenFiles == 0 {
 		l.OpenFiles = defaults.OpenFiles
+	}
+	if l.ApprovalSeconds == 0 {
+		l.ApprovalSeconds = defaults.ApprovalSeconds
 	}
 	if l.MemoryBytes == 0 {
 		l.MemoryBytes = l.AddressSpaceBytes
@@ -164,6 +178,7 @@ func (l Limits) Validate() error {
 		{string(LimitMemoryBytes), l.MemoryBytes >= 16<<20},
 		{"stack_bytes", l.StackBytes >= minStackBytes && l.StackBytes <= l.AddressSpaceBytes},
 		{"open_files", l.OpenFiles >= minOpenFiles},
+		{string(LimitApprovalSeconds), l.ApprovalSeconds > 0 && l.ApprovalSeconds <= maxLimitSeconds},
 	}
 	for _, c := range checks {
 		if !c.ok {

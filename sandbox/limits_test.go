@@ -1,8 +1,10 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -29,5 +31,27 @@ func TestLimitsStackOpenFiles(t *testing.T) {
 		if err := l.Merge(d).Validate(); !errors.Is(err, ErrInvalidRequest) {
 			t.Errorf("%+v: %v, want ErrInvalidRequest", l, err)
 		}
+	}
+}
+
+// TestApprovalSecondsDefault: a request that names no approval limit gets
+// DESIGN's 600 s, and Validate names the limit it refuses.
+func TestApprovalSecondsDefault(t *testing.T) {
+	l := Limits{}.Merge(DefaultLimits())
+	if l.ApprovalSeconds != 600 {
+		t.Fatalf("merged approval_seconds %v, want 600", l.ApprovalSeconds)
+	}
+	if err := l.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []float64{-1, math.NaN(), math.Inf(1), maxLimitSeconds + 1} {
+		l := Limits{ApprovalSeconds: bad}.Merge(DefaultLimits())
+		if err := l.Validate(); !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "approval_seconds") {
+			t.Errorf("approval_seconds %v: %v, want an invalid request naming approval_seconds", bad, err)
+		}
+	}
+	b, _ := json.Marshal(Limits{ApprovalSeconds: 2})
+	if string(b) != `{"approval_seconds":2}` {
+		t.Errorf("JSON %s", b)
 	}
 }

@@ -27,6 +27,7 @@ type Result struct {
 	Duration time.Duration `json:"-"`
 	// Suspended is how long the run was frozen while binding calls waited
 	// for a person (Suspend); its wall clock did not run meanwhile.
+	// Limits.ApprovalSeconds caps it.
 	Suspended time.Duration `json:"-"`
 	// LimitHit names the cap that ended the execution; empty when none did.
 	LimitHit LimitName `json:"limit_hit"`
@@ -122,6 +123,9 @@ const (
 	FailureWallTimeout = "WallTimeout"
 	// FailureCPUTimeout: the CPU limit ended the run.
 	FailureCPUTimeout = "CPUTimeout"
+	// FailureApprovalTimeout: the approval limit ended the run, which had
+	// spent its ApprovalSeconds suspended.
+	FailureApprovalTimeout = "ApprovalTimeout"
 	// FailureProtocol: the program sent a malformed, oversized, unexpected
 	// or duplicate frame, which ended the run.
 	FailureProtocol = "ProtocolError"

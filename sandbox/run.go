@@ -71,7 +71,9 @@ func RunID(ctx context.Context) string {
 // Suspend freezes the run that the binding call's ctx belongs to, so that
 // no thread of the program progresses and its wall clock stops while the
 // call waits for a person. The caller must call resume, once, when the wait
-// ends; the run then goes on. Suspend returns an error wrapping
+// ends; the run then goes on. A run's suspensions together last at most its
+// Limits.ApprovalSeconds: past it the host ends the run (limit_hit
+// approval_seconds), and ctx with it. Suspend returns an error wrapping
 // ErrCannotSuspend outside a run, where the backend cannot freeze, or when
 // the freeze failed (the run then goes on unfrozen).
 func Suspend(ctx context.Context) (resume func(), err error) {

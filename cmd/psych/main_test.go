@@ -186,10 +186,15 @@ func TestExitCodes(t *testing.T) {
 		{"unknown command", []string{"launch"}, exitUsage, "unknown command"},
 		{"no file", []string{"run", "--python", py}, exitUsage, "exactly one"},
 		{"bad byte flag", []string{"run", "--file-size", "10XB", "-"}, exitUsage, "not a byte count"},
-		{"negative limit", []string{"run", "--python", py, "--cpu-seconds", "-1", "-"}, exitUsage, "negative"},
+		{"negative limit", []string{"run", "--python", py, "--cpu-seconds", "-1", "-"}, exitUsage, "--cpu-seconds -1: must not be negative"},
+		{"negative wall", []string{"run", "--python", py, "--wall-seconds", "-2", "-"}, exitUsage, "--wall-seconds -2: must not be negative"},
+		{"negative approval", []string{"run", "--python", py, "--approval-seconds", "-1", "-"}, exitUsage, "--approval-seconds -1: must not be negative"},
+		{"approval out of range", []string{"run", "--python", py, "--approval-seconds", "1e9", "-"}, exitUsage, "limit approval_seconds out of range"},
 		{"missing file", []string{"run", "--python", py, "/nonexistent/prog.py"}, exitUsage, "no such file"},
 		{"bad python", []string{"run", "--python", "/nonexistent/python3", "-"}, exitUsage, "/nonexistent/python3"},
 		{"reserved env", []string{"run", "--python", py, "--env", "PATH", "-"}, exitUsage, "set by the sandbox"},
+		{"empty env name", []string{"run", "--python", py, "--env", "=oops", "-"}, exitUsage, "name is empty"},
+		{"python is a directory", []string{"run", "--python", "/usr/bin", "-"}, exitUsage, "/usr/bin is a directory"},
 		{"refused", []string{"run", "--python", py, "--require-network-denial", "--network", "-"}, exitRefused, "network denial"},
 	}
 	for _, c := range cases {

@@ -180,7 +180,7 @@ type runFlags struct {
 	sandboxFlags
 	json, network, demoTools       bool
 	approve, store                 string
-	cpu, wall                      float64
+	cpu, wall, approval            float64
 	processes, openFiles           int
 	addressSpace, fileSize, memory byteSize
 	stack                          byteSize
@@ -208,6 +208,7 @@ func (c *cli) runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	fs.Var(&f.stack, "stack", "RLIMIT_STACK: the main thread's stack and each thread's (default 4MiB, so that 64 threads fit in 512MiB)")
 	fs.IntVar(&f.openFiles, "open-files", 0, "open file descriptors per process, RLIMIT_NOFILE (default 1024; at most the host's own hard limit)")
 	fs.Float64Var(&f.wall, "wall-seconds", 0, "wall-clock limit in seconds (default 30)")
+	fs.Float64Var(&f.approval, "approval-seconds", 0, "total time the run may spend suspended while a person approves its tool calls (default 600)")
 	fs.BoolVar(&f.network, "network", false, "grant the program the host's network (it then shares the host's network namespace)")
 	fs.BoolVar(&f.demoTools, "demo-tools", false, "offer the demo tools echo(**kw), sleep(seconds), fail(message) and the destructive remove_file(path), which acts in a demo directory of its own")
 	f.sandboxFlags.register(fs)
@@ -237,9 +238,14 @@ func (c *cli) runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "psych run: %v\n", err)
 		return exitUsage
 	}
-	if f.cpu < 0 || f.wall < 0 || f.processes < 0 || f.openFiles < 0 {
-		fmt.Fprint(stderr, "psych run: limits must not be negative\n")
-		return exitUsage
+	for _, l := range []struct {
+		flag  string
+		value float64
+	}{{"cpu-seconds", f.cpu}, {"wall-seconds", f.wall}, {"approval-seconds", f.approval}, {"processes", float64(f.processes)}, {"open-files", float64(f.openFiles)}} {
+		if l.value < 0 {
+			fmt.Fprintf(stderr, "psych run: --%s %g: must not be negative\n", l.flag, l.value)
+			return exitUsage
+		}
 	}
 	switch f.approve {
 	case "yes", "no", "ask":
@@ -266,6 +272,7 @@ func (c *cli) runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 			MemoryBytes:       int64(f.memory),
 			StackBytes:        int64(f.stack),
 			OpenFiles:         f.openFiles,
+			ApprovalSeconds:   f.approval,
 		},
 	}
 	ctx, stop := interrupts()
@@ -521,6 +528,19 @@ func (l envList) values() map[string]string {
 		}
 	}
 	return out
+}
+
+// Set refuses a variable whose name is empty or holds NUL, which no
+// environment can carry.
+func (l *envList) Set(v string) error {
+	name, _, _ := strings.Cut(v, "=")
+	switch {
+	case name == "":
+		return errors.New("the variable's name is empty")
+	case strings.ContainsRune(name, 0):
+		return fmt.Errorf("the variable's name %q is invalid", name)
+	}
+	return l.stringList.Set(v)
 }
 
 func (l *stringList) String() string     { return strings.Join(*l, ",") }

@@ -90,8 +90,10 @@ type Config struct {
 	// MaxFrameBytes caps one protocol frame. Zero: 16 MiB.
 	MaxFrameBytes int
 	// TmpBase is the directory holding the per-run directories. Zero:
-	// /var/lib/psych/tmp when the host is root, else a 0700 directory of
-	// the host user's own under the system temp dir.
+	// /var/lib/psych/tmp when the host is root, else psych under
+	// XDG_RUNTIME_DIR where that is the user's own 0700 directory, else
+	// psych/runs under the user's cache directory (~/.cache): never a fixed
+	// name under /tmp, which another local user could make first.
 	TmpBase string
 	// Logger receives warnings about weakened protection. Zero: slog.Default().
 	Logger *slog.Logger

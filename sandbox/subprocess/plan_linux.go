@@ -191,6 +191,9 @@ func checkOthersExec(python string) error {
 	if err != nil {
 		return fmt.Errorf("stat %s: %w", real, err)
 	}
+	if fi.IsDir() {
+		return fmt.Errorf("interpreter %s is a directory, not the interpreter's file", python)
+	}
 	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o001 == 0 {
 		return fmt.Errorf("interpreter %s (mode %v) is not executable by others, as the sandbox user needs", real, fi.Mode())
 	}

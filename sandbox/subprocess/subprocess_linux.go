@@ -142,7 +142,11 @@ func New(cfg Config) (*Sandbox, error) {
 	if c.TmpBase == "" {
 		c.TmpBase = rootTmpBase
 		if s.hostUID != 0 {
-			c.TmpBase = filepath.Join(os.TempDir(), fmt.Sprintf("psych-%d", s.hostUID))
+			base, err := host.UserBase(s.hostUID)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+			}
+			c.TmpBase = base
 		}
 	}
 	if err := c.validate(s.hostUID); err != nil {

@@ -144,6 +144,7 @@ func Run(t *testing.T, b Backend) {
 		{"RunIDs", s.runIDs},
 		{"Suspend", s.suspend},
 		{"SuspendCancel", s.suspendCancel},
+		{"ApprovalLimit", s.approvalLimit},
 		{"RootEntries", s.rootEntries},
 		{"NetworkDatabases", s.networkDatabases},
 		{"TrustStore", s.trustStore},

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -207,4 +208,35 @@ func (s *suite) suspendCancel(t *testing.T) {
 		t.Fatal("Run did not return after its context was cancelled while suspended")
 	}
 	s.wantGone(t, m, "processes survived a run cancelled while frozen")
+}
+
+// approvalLimit: the wall clock stands still while a run is suspended, so
+// approval_seconds caps the suspended time of all its calls together: a
+// program that asks again and again, each wait well under the cap, is
+// ended by the host once the waits add up to it, with limit_hit
+// approval_seconds, long before its wall limit.
+func (s *suite) approvalLimit(t *testing.T) {
+	sb := s.b.New(t, Options{})
+	if !sandbox.CanFreeze(sb) {
+		t.Skip("the backend declares it cannot freeze: no run of it is ever suspended (Suspend covers that case)")
+	}
+	const limit = 1.5
+	b := &suspendBindings{wait: 400 * time.Millisecond}
+	code := "n = 0\nwhile True:\n    approve()\n    n += 1\n    print(n, flush=True)\n"
+	res := s.runWith(t, sb, code, sandbox.Limits{ApprovalSeconds: limit, WallSeconds: 60 * s.b.TimeScale}, b)
+	if b.err != nil {
+		t.Fatalf("Suspend: %v", b.err)
+	}
+	wantFailure(t, res, sandbox.FailureApprovalTimeout)
+	wantLimit(t, res, sandbox.LimitApprovalSeconds, sandbox.SourceHost)
+	if calls := strings.Count(res.Stdout, "\n"); calls < 2 {
+		t.Errorf("%d calls completed (stdout %q): want the cap to end a run whose waits add up to it, each shorter", calls, res.Stdout)
+	}
+	want := time.Duration(limit * float64(time.Second))
+	if res.Suspended < want-50*time.Millisecond || res.Suspended > want+s.scaled(time.Second) {
+		t.Errorf("suspended %v, want about the limit, %v", res.Suspended, want)
+	}
+	if res.Duration > s.scaled(15*time.Second) {
+		t.Errorf("duration %v: the run outlived its approval limit by far", res.Duration)
+	}
 }

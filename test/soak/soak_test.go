@@ -131,7 +131,11 @@ func subprocessTarget() *target {
 		leftovers: func(t *testing.T) []string {
 			base := "/var/lib/psych/tmp"
 			if os.Geteuid() != 0 {
-				base = filepath.Join(os.TempDir(), fmt.Sprintf("psych-%d", os.Geteuid()))
+				// subprocess.Config.TmpBase's default for another user.
+				base = filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "psych")
+				if cache, err := os.UserCacheDir(); os.Getenv("XDG_RUNTIME_DIR") == "" && err == nil {
+					base = filepath.Join(cache, "psych", "runs")
+				}
 			}
 			return subprocessLeftovers(base, cgroups.Config{})
 		},

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/psych-runtime/psych"
+	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/sandbox/demotools"
 )
 
@@ -67,9 +68,21 @@ func demoRegistry(dir string) (*psych.Registry, error) {
 	return reg, nil
 }
 
-// newDemoDir makes the demo directory with its files.
+// demoPrefix begins a demo directory's name: demoPrefix, the owner
+// (cgroups.Owner: this process), "-", MkdirTemp's random digits.
+const demoPrefix = "psych-demo-"
+
+// newDemoDir makes the demo directory with its files, named after this
+// process, after removing those whose owner is dead (a CLI killed by
+// SIGKILL cannot remove its own).
 func newDemoDir() (string, error) {
-	dir, err := os.MkdirTemp("", "psych-demo-")
+	base := os.TempDir()
+	removeStaleDemoDirs(base, os.Geteuid())
+	owner, err := cgroups.SelfOwner()
+	if err != nil {
+		return "", fmt.Errorf("demo directory: %w", err)
+	}
+	dir, err := os.MkdirTemp(base, demoPrefix+owner.String()+"-")
 	if err != nil {
 		return "", fmt.Errorf("demo directory: %w", err)
 	}
@@ -80,6 +93,40 @@ func newDemoDir() (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// removeStaleDemoDirs removes the demo directories under base that uid
+// owns and whose owning process is dead (cgroups.Owner.Dead: when in
+// doubt, alive). Anything else under base, another user's directory of
+// the same form included, is left alone.
+func removeStaleDemoDirs(base string, uid int) {
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), demoPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		head, rnd, ok := strings.Cut(rest, "-")
+		if !ok || rnd == "" || strings.Trim(rnd, "0123456789") != "" {
+			continue
+		}
+		owner, ok := cgroups.ParseOwner(head)
+		if !ok || !owner.Dead() {
+			continue
+		}
+		path := filepath.Join(base, e.Name())
+		fi, err := os.Lstat(path)
+		if err != nil || !fi.IsDir() {
+			continue
+		}
+		if owner, ok := fileUID(fi); !ok || owner != uid {
+			continue
+		}
+		os.RemoveAll(path)
+	}
 }
 
 // newApprover is --approve's: yes approves every ask, no (nil) denies it,

@@ -90,6 +90,8 @@ func Attribute(en Ending) (sandbox.LimitName, string) {
 		return sandbox.LimitWallSeconds, sandbox.SourceHost
 	case en.CPUFired:
 		return sandbox.LimitCPUSeconds, sandbox.SourceHost
+	case en.ApprovalFired:
+		return sandbox.LimitApprovalSeconds, sandbox.SourceHost
 	case (en.OOMFired || en.OOMKills > 0) && !en.Reported:
 		return sandbox.LimitMemoryBytes, sandbox.SourceKernel
 	case st.Signal == sigXCPU && en.xcpuAtLimit(), st.Signal == sigKILL && en.cpuAtLimit():
@@ -156,6 +158,8 @@ func describe(res *sandbox.Result, limits sandbox.Limits, srv *Server, en Ending
 	switch {
 	case en.WallFired:
 		f = &sandbox.Failure{Type: sandbox.FailureWallTimeout, Message: fmt.Sprintf("the run exceeded its wall limit of %gs", limits.WallSeconds)}
+	case en.ApprovalFired:
+		f = &sandbox.Failure{Type: sandbox.FailureApprovalTimeout, Message: fmt.Sprintf("the run spent its approval limit of %gs suspended while a person decided", limits.ApprovalSeconds)}
 	case res.LimitHit == sandbox.LimitCPUSeconds:
 		f = &sandbox.Failure{Type: sandbox.FailureCPUTimeout, Message: fmt.Sprintf("the run exceeded its CPU limit of %gs", limits.CPUSeconds)}
 	case srv.ProtocolError() != nil:

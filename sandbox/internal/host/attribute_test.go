@@ -28,6 +28,7 @@ func TestAttribute(t *testing.T) {
 		{"clean", Ending{Status: exited(0)}, "", ""},
 		{"plain error", Ending{Status: exited(1), Program: &wire.Failure{Type: "ValueError"}}, "", ""},
 		{"wall first", Ending{Evidence: Evidence{WallFired: true}, Status: signaled(syscall.SIGKILL), Program: &wire.Failure{Type: "MemoryError"}}, sandbox.LimitWallSeconds, sandbox.SourceHost},
+		{"approval", Ending{Evidence: Evidence{ApprovalFired: true}, Status: signaled(syscall.SIGKILL)}, sandbox.LimitApprovalSeconds, sandbox.SourceHost},
 		{"cpu watch", Ending{Evidence: Evidence{CPUFired: true}, Status: signaled(syscall.SIGKILL)}, sandbox.LimitCPUSeconds, sandbox.SourceHost},
 		{"oom", Ending{Evidence: Evidence{OOMKills: 1}, Status: signaled(syscall.SIGKILL)}, sandbox.LimitMemoryBytes, sandbox.SourceKernel},
 		{"oom, host killed", Ending{Evidence: Evidence{OOMFired: true, OOMKills: 1}, Status: signaled(syscall.SIGKILL)}, sandbox.LimitMemoryBytes, sandbox.SourceKernel},

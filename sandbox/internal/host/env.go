@@ -24,13 +24,13 @@ func SandboxEnv() []string { return slices.Clone(sandboxEnv) }
 // itself, an empty name, or a name with '=' or NUL in it.
 func CheckAllowlist(names []string) error {
 	for _, name := range names {
-		if name == "" || slices.Contains(sandboxEnv, name) {
+		switch {
+		case name == "":
+			return fmt.Errorf("env allowlist: a variable's name is empty")
+		case strings.ContainsAny(name, "=\x00"):
+			return fmt.Errorf("env allowlist: bad name %q: it holds '=' or NUL", name)
+		case slices.Contains(sandboxEnv, name):
 			return fmt.Errorf("env allowlist: %q is set by the sandbox itself", name)
-		}
-		for _, r := range name {
-			if r == '=' || r == 0 {
-				return fmt.Errorf("env allowlist: bad name %q", name)
-			}
 		}
 	}
 	return nil

@@ -65,6 +65,9 @@ type Evidence struct {
 	WallFired bool // the wall clock ran out and the host killed the run
 	CPUFired  bool // the whole-run CPU watch killed the run
 	OOMFired  bool // the host killed the run on the cgroup's first OOM kill
+	// ApprovalFired: the run's suspended time reached its ApprovalSeconds
+	// and the host killed the run.
+	ApprovalFired bool
 	// The run cgroup's counters, as last read.
 	OOMKills, PidsMaxEvents int64
 	// PidsPeak is the most tasks sampled, for kernels that keep no pids.peak.
@@ -96,12 +99,16 @@ type Execution struct {
 	over      bool // the run was killed or ended: no freeze from now on
 	frozeAt   time.Time
 	suspended time.Duration
+	// The approval budget: armed while frozen for what is left of
+	// ApprovalSeconds; approvalOut is closed when it runs out.
+	approvalTimer *time.Timer
+	approvalOut   chan struct{}
 }
 
 // Begin starts serving the wire and draining the output. The wall clock
 // starts now.
 func Begin(ctx context.Context, s Setup) *Execution {
-	e := &Execution{s: s, served: make(chan struct{})}
+	e := &Execution{s: s, served: make(chan struct{}), approvalOut: make(chan struct{})}
 	e.stdout.Max, e.stderr.Max = s.MaxOutput, s.MaxOutput
 	for _, d := range []struct {
 		r io.Reader
@@ -174,7 +181,24 @@ func (e *Execution) suspend() (func(), error) {
 	}
 	e.clock.Pause()
 	e.frozen, e.frozeAt = true, time.Now()
+	left := time.Duration(e.s.Request.Limits.ApprovalSeconds*float64(time.Second)) - e.suspended
+	e.approvalTimer = time.AfterFunc(max(left, 0), e.approvalSpent)
 	return sync.OnceFunc(e.resume), nil
+}
+
+// approvalSpent ends the approval budget if the run is still frozen:
+// Supervise then kills it. A resume that came first won the race (the run
+// goes on, and its next suspension has nothing left).
+func (e *Execution) approvalSpent() {
+	e.susMu.Lock()
+	defer e.susMu.Unlock()
+	if e.frozen && !e.over {
+		select {
+		case <-e.approvalOut:
+		default:
+			close(e.approvalOut)
+		}
+	}
 }
 
 // resume restarts the clock, then thaws the run.
@@ -200,13 +224,15 @@ func (e *Execution) resume() {
 func (e *Execution) unfreeze() error {
 	e.suspended += time.Since(e.frozeAt)
 	e.frozen = false
+	e.approvalTimer.Stop()
 	e.clock.Resume()
 	return e.s.Freeze(false)
 }
 
 // Supervise waits until the run's processes are gone, killing them at the
-// first of: the wall limit, the whole-run CPU limit, an OOM kill in the run,
-// a protocol violation, or ctx ending. It returns ctx's error when ctx ended
+// first of: the wall limit, the whole-run CPU limit, the approval limit
+// (suspended time), an OOM kill in the run, a protocol violation, or ctx
+// ending. It returns ctx's error when ctx ended
 // first (the run is then killed and must still be torn down), else nil.
 func (e *Execution) Supervise(ctx context.Context) error {
 	var tick <-chan time.Time
@@ -217,6 +243,7 @@ func (e *Execution) Supervise(ctx context.Context) error {
 	}
 	cpuLimit := time.Duration(e.s.Request.Limits.CPUSeconds * float64(time.Second))
 	wall, violation, done := e.clock.C(), e.srv.Violation(), ctx.Done()
+	approval := e.approvalOut
 	killed := false
 	atEnd := e.atEnd
 	kill := func() {
@@ -238,6 +265,10 @@ func (e *Execution) Supervise(ctx context.Context) error {
 		case <-wall:
 			wall = nil
 			e.ev.WallFired = !killed
+			kill()
+		case <-approval:
+			approval = nil
+			e.ev.ApprovalFired = !killed
 			kill()
 		case <-tick:
 			if killed {
@@ -279,6 +310,7 @@ func (e *Execution) end(ctx context.Context) error {
 		// Gone while frozen: count the suspension to the end.
 		e.suspended += e.ended.Sub(e.frozeAt)
 		e.frozen = false
+		e.approvalTimer.Stop()
 	}
 	e.susMu.Unlock()
 	e.clock.Stop()

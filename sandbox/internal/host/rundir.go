@@ -33,6 +33,46 @@ func PrepareBase(base string, hostUID int) error {
 	return nil
 }
 
+// UserBase is the default base of a non-root host user's run directories:
+// psych under XDG_RUNTIME_DIR where that is a directory of uid's own that
+// no one else may enter (0700, as the XDG spec makes it), else psych/runs
+// under the user's cache directory (XDG_CACHE_HOME or ~/.cache) where the
+// nearest existing directory on its way is uid's own and writable by no one
+// else. Never a fixed name in a shared directory such as /tmp, which
+// another local user could make first and so stop this user's runs.
+func UserBase(uid int) (string, error) {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) && ownedPrivately(d, uid, 0o077) {
+		return filepath.Join(d, "psych"), nil
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil || !filepath.IsAbs(cache) {
+		return "", fmt.Errorf("no private directory for run directories: no XDG_RUNTIME_DIR of uid %d's own and no cache directory (%v); set the backend's TmpBase", uid, err)
+	}
+	for d := filepath.Clean(cache); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			if !ownedPrivately(d, uid, 0o022) {
+				return "", fmt.Errorf("no private directory for run directories: %s is not uid %d's own, or others may write to it; set XDG_RUNTIME_DIR or the backend's TmpBase", d, uid)
+			}
+			break
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	return filepath.Join(cache, "psych", "runs"), nil
+}
+
+// ownedPrivately says dir is a directory (not a link) owned by uid with
+// none of the permission bits in deny.
+func ownedPrivately(dir string, uid int, deny os.FileMode) bool {
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() {
+		return false
+	}
+	owner, ok := fileOwner(fi)
+	return ok && owner == uid && fi.Mode().Perm()&deny == 0
+}
+
 // NewRunDir creates a fresh directory for one run under base with mode
 // perm, named "OWNER-RANDOM" after owner so that a later host can tell a
 // dead host's leftovers (RemoveStale). When chown is set it is given to

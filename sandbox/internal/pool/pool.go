@@ -12,7 +12,8 @@
 //     been destroyed and no goroutine of the pool is running.
 //   - Refills run in the background, up to Fillers at once, after every
 //     Take and every expiry; failed fills are retried with a backoff.
-//   - Take hands out the newest ready item; the older ones age out.
+//   - Take hands out the oldest ready item that is still fresh (first in,
+//     first out), so that none ages out unused while younger ones serve.
 //   - Take never waits for a fill: it takes only a mutex, and says ok=false
 //     when nothing fresh is ready. TakeWait waits for a fill already
 //     running, one caller per fill, at most a bound.
@@ -178,11 +179,10 @@ func newPool[T any](cfg Config[T], o options) (*Pool[T], error) {
 	return p, nil
 }
 
-// Take hands out the newest ready item that has not expired, with its age
-// (the time since its Fill returned), and starts a refill for every item it
-// removed: the newest is the one whose memory is likeliest still in the
-// CPUs' caches, and the older ones age out (MaxAge) unused. Expired items it meets are destroyed, off the caller's
-// goroutine. It never waits for a fill: ok is false when nothing fresh is
+// Take hands out the oldest ready item that has not expired (first in,
+// first out), with its age (the time since its Fill returned), and starts a
+// refill for every item it removed. Expired items it meets are destroyed,
+// off the caller's goroutine. It never waits for a fill: ok is false when nothing fresh is
 // ready or the pool is closed.
 func (p *Pool[T]) Take() (item T, age time.Duration, ok bool) {
 	p.mu.Lock()
@@ -194,7 +194,7 @@ func (p *Pool[T]) Take() (item T, age time.Duration, ok bool) {
 	var expired []T
 	removed := 0
 	for len(p.ready) > 0 {
-		e := p.popNewestLocked()
+		e := p.popLocked()
 		removed++
 		a := now.Sub(e.born)
 		if p.expiredAt(a) {
@@ -425,16 +425,6 @@ func (p *Pool[T]) expirer() {
 // expiredAt says whether an item of age a has outlived MaxAge.
 func (p *Pool[T]) expiredAt(a time.Duration) bool {
 	return p.cfg.MaxAge > 0 && a > p.cfg.MaxAge
-}
-
-// popNewestLocked removes the newest ready item; mu is held and ready
-// non-empty.
-func (p *Pool[T]) popNewestLocked() entry[T] {
-	i := len(p.ready) - 1
-	e := p.ready[i]
-	p.ready[i] = entry[T]{} // drop the reference
-	p.ready = p.ready[:i]
-	return e
 }
 
 // popLocked removes the oldest ready item; mu is held and ready non-empty.

@@ -311,7 +311,9 @@ func TestTakeSkipsAndDestroysExpired(t *testing.T) {
 	}
 }
 
-func TestTakeIsNewestFirst(t *testing.T) {
+// TestTakeIsOldestFirst: Take hands out the oldest ready item (first in,
+// first out), so that none ages out unused while younger ones serve.
+func TestTakeIsOldestFirst(t *testing.T) {
 	tr := newTracker()
 	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
 	cfg := tr.config(3)
@@ -332,14 +334,14 @@ func TestTakeIsNewestFirst(t *testing.T) {
 	}
 	defer p.Close()
 	waitReady(t, p, 3)
-	for want := 3; want >= 1; want-- {
+	for want := 1; want <= 3; want++ {
 		id, _, ok := p.Take()
 		if !ok {
 			t.Fatal("Take: nothing ready")
 		}
 		tr.take(id)
 		if id != want {
-			t.Errorf("Take() = item %d, want the newest, %d", id, want)
+			t.Errorf("Take() = item %d, want the oldest, %d", id, want)
 		}
 		clock.advance(time.Minute)
 	}
