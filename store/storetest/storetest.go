@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -337,6 +338,7 @@ func fullCalls() []psych.CallRecord {
 		Decision: psych.Ask, Reason: "destructive tool", Approver: "tty", Approved: new(true),
 		DecisionTime: 2*time.Second + 345, Started: base.Add(time.Second), Duration: 17*time.Millisecond + 3,
 		Outcome: psych.OutcomeError, Value: json.RawMessage(`[1, {"k": "v"}]`), Error: "permission denied", BytesIn: 19, BytesOut: 42,
+		ArgsTruncated: true, ArgsSHA256: strings.Repeat("ab", 32), ValueTruncated: true, ValueSHA256: strings.Repeat("cd", 32),
 	}
 	denied := c
 	denied.ID, denied.Approved, denied.Outcome = "c-false", new(false), psych.OutcomeDenied
