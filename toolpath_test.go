@@ -202,3 +202,60 @@ func TestRecordCaps(t *testing.T) {
 		t.Error("a negative RecordRunBytes was taken")
 	}
 }
+
+// TestReplayOperatorLimits: a replay runs under the operator's limits and
+// without the network, whatever the ledger says; RecordedLimits takes the
+// recorded ones only below the operator's.
+func TestReplayOperatorLimits(t *testing.T) {
+	st := psych.NewMemoryStore()
+	defer st.Close()
+	r := newRuntime(t, psych.Config{Sandbox: newSandbox(t), Store: st, Limits: sandbox.Limits{CPUSeconds: 7}})
+	// What the program sees: its CPU rlimit, its address-space rlimit, and
+	// whether it has an interface other than lo.
+	code := "import resource, socket\n[resource.getrlimit(resource.RLIMIT_CPU)[0], resource.getrlimit(resource.RLIMIT_AS)[0], [n for _, n in socket.if_nameindex() if n != 'lo']]"
+	ctx := context.Background()
+	for _, id := range []string{"greedy", "modest"} {
+		lim := sandbox.Limits{CPUSeconds: 86400 * 7, WallSeconds: 86400 * 7, AddressSpaceBytes: 1 << 40, MemoryBytes: 1 << 40}
+		if id == "modest" {
+			lim = sandbox.Limits{CPUSeconds: 3, AddressSpaceBytes: 256 << 20}
+		}
+		if err := st.BeginExecution(ctx, &psych.Execution{ID: id, Code: code, Limits: lim, Network: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := func(rep *psych.Replay) (cpu, as float64) {
+		t.Helper()
+		var v []any
+		if err := json.Unmarshal(rep.Result.Value, &v); err != nil || len(v) != 3 {
+			t.Fatalf("replay value %s (%+v): %v", rep.Result.Value, rep.Result.Failure, err)
+		}
+		if ifs := v[2].([]any); len(ifs) != 0 || !rep.Result.NetworkDenied {
+			t.Errorf("the replay had interfaces %v, network_denied %v; want none, true", ifs, rep.Result.NetworkDenied)
+		}
+		return v[0].(float64), v[1].(float64)
+	}
+	def := sandbox.DefaultLimits()
+	for _, c := range []struct {
+		id      string
+		opts    psych.ReplayOptions
+		cpu, as float64
+	}{
+		{"greedy", psych.ReplayOptions{}, 7, float64(def.AddressSpaceBytes)},
+		{"greedy", psych.ReplayOptions{RecordedLimits: true}, 7, float64(def.AddressSpaceBytes)},
+		{"modest", psych.ReplayOptions{}, 7, float64(def.AddressSpaceBytes)},
+		{"modest", psych.ReplayOptions{RecordedLimits: true}, 3, 256 << 20},
+		{"modest", psych.ReplayOptions{Limits: sandbox.Limits{CPUSeconds: 2}, RecordedLimits: true}, 2, 256 << 20},
+	} {
+		rep, err := r.Replay(ctx, c.id, c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// RLIMIT_CPU may be set a second past the limit, for SIGXCPU.
+		if cpu, as := seen(rep); cpu < c.cpu || cpu > c.cpu+1 || as != c.as {
+			t.Errorf("replay of %s with %+v: RLIMIT_CPU %v, RLIMIT_AS %v; want %v, %v", c.id, c.opts, cpu, as, c.cpu, c.as)
+		}
+		if !strings.Contains(strings.Join(rep.Notes, "\n"), "network") {
+			t.Errorf("replay of %s: notes %q say nothing of the recorded network", c.id, rep.Notes)
+		}
+	}
+}
