@@ -259,3 +259,33 @@ func TestReplayOperatorLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayCutRecord: a call whose arguments were recorded cut is matched
+// by their sha256: the same program reproduces, a changed one diverges.
+func TestReplayCutRecord(t *testing.T) {
+	st := psych.NewMemoryStore()
+	defer st.Close()
+	ts := newTools(t)
+	r := newRuntime(t, psych.Config{Registry: ts.reg, Sandbox: newSandbox(t), Store: st, RecordArgsBytes: 100})
+	ctx := context.Background()
+	res, err := r.Execute(ctx, sandbox.Request{Code: "len(echo(s='x' * 1000)['s'])"})
+	if err != nil || res.Failure != nil {
+		t.Fatal(err, res.Failure)
+	}
+	calls, _ := st.Calls(ctx, res.ID)
+	if len(calls) != 1 || !calls[0].ArgsTruncated {
+		t.Fatalf("recorded %+v; want one call with its arguments cut", calls)
+	}
+	rep, err := r.Replay(ctx, res.ID, psych.ReplayOptions{})
+	if err != nil || !rep.Reproduced {
+		t.Fatalf("replay: %+v, %v; want reproduced", rep, err)
+	}
+	rec, _ := st.Execution(ctx, res.ID)
+	rec.ID, rec.Code = "changed", strings.Replace(rec.Code, "'x'", "'y'", 1)
+	st.BeginExecution(ctx, rec)
+	calls[0].Parent = "changed"
+	st.RecordCall(ctx, &calls[0])
+	if rep, err := r.Replay(ctx, "changed", psych.ReplayOptions{}); err != nil || rep.Reproduced || rep.Divergence == nil || rep.Divergence.Index != 1 {
+		t.Fatalf("replay of a changed program: %+v, %v; want a divergence at call 1", rep, err)
+	}
+}
