@@ -159,6 +159,10 @@ type ledgerCall struct {
 	Value    json.RawMessage `json:"value,omitempty"`
 	Error    string          `json:"error,omitempty"`
 	Duration float64         `json:"duration"`
+	// Set when the record holds only the head of args or value (the
+	// Runtime's record caps): then a JSON string, and the whole's sha256.
+	ArgsSHA256  string `json:"args_sha256,omitempty"`
+	ValueSHA256 string `json:"value_sha256,omitempty"`
 }
 
 func runsShow(ctx context.Context, st psych.Store, id string, asJSON bool, stdout, stderr io.Writer) int {
@@ -177,7 +181,7 @@ func runsShow(ctx context.Context, st psych.Store, id string, asJSON bool, stdou
 	}
 	ledger := []ledgerCall{}
 	for _, c := range calls {
-		ledger = append(ledger, ledgerCall{c.Seq, c.Tool, c.Args, c.Via, c.Parent, c.Decision, c.Approver, c.Outcome, c.Value, c.Error, c.Duration.Seconds()})
+		ledger = append(ledger, ledgerCall{c.Seq, c.Tool, c.Args, c.Via, c.Parent, c.Decision, c.Approver, c.Outcome, c.Value, c.Error, c.Duration.Seconds(), c.ArgsSHA256, c.ValueSHA256})
 	}
 	if asJSON {
 		return encodeJSON(stdout, stderr, struct {
