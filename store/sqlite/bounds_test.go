@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -130,5 +131,45 @@ func TestFileModes(t *testing.T) {
 		if fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s is %v; want 0600", filepath.Base(p), fi.Mode().Perm())
 		}
+	}
+}
+
+// TestQueueBoundedInBytes: while the writer cannot commit (another
+// process holds the file's lock), RecordCall queues at most maxQueueBytes
+// of payload, then waits, so what a store holds in memory stays bounded.
+func TestQueueBoundedInBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "psych.db")
+	s := open(t, path)
+	defer s.Close()
+	if err := s.BeginExecution(ctx, &psych.Execution{ID: "a", Started: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.db.Conn(ctx) // a reader's connection, taking the write lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	big := json.RawMessage(`"` + strings.Repeat("x", 1<<20) + `"`)
+	queued := 0
+	for i := range 2 * maxQueueBytes >> 20 {
+		c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		err := s.RecordCall(c, &psych.CallRecord{ID: fmt.Sprint(i), Parent: "a", Tool: "t", Args: big})
+		cancel()
+		if err != nil {
+			break
+		}
+		queued++
+	}
+	other.ExecContext(ctx, "ROLLBACK")
+	other.Close()
+	// The first call is the writer's, waiting on the lock; the queue
+	// holds the rest.
+	if queued > maxQueueBytes>>20+1 {
+		t.Errorf("%d MiB queued behind a held lock; want at most %d and the one being committed", queued, maxQueueBytes>>20)
+	}
+	if calls, err := s.Calls(ctx, "a"); err != nil || len(calls) != queued {
+		t.Errorf("after the lock: %d calls, %v; want the %d queued", len(calls), err, queued)
 	}
 }

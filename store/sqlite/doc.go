@@ -35,7 +35,8 @@
 //     retry a second later) writes them first, so the Seq handed out
 //     leaves no gap. While commits fail, a full queue refuses RecordCall.
 //   - Memory is bounded: RecordCall waits while 4096 records or 32 MiB of
-//     their payload are queued (the Runtime caps each record's payload).
+//     their payload are queued, besides the batch being committed (the
+//     Runtime caps each record's payload).
 //   - A new file is made 0600, and with it its -wal and -shm files.
 //   - ctx bounds a caller's wait, never the write: a record queued before
 //     ctx ended is still committed.
