@@ -1,10 +1,12 @@
 package runtimecmd
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -59,4 +61,28 @@ func shown(raw json.RawMessage, max int) (string, int) {
 		out += fmt.Sprintf("… (%d more bytes)", more)
 	}
 	return out, more
+}
+
+// jsonSafe is a JSON text with every rune escape would escape written as a
+// \u escape (a surrogate pair past U+FFFF), the newlines between values
+// aside: the same JSON value, with nothing a terminal acts on. Such runes
+// occur only inside strings, where \u escapes mean them.
+func jsonSafe(b []byte) []byte {
+	var out bytes.Buffer
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		switch {
+		case r == '\n' || r == ' ' || unicode.IsPrint(r):
+			out.Write(b[:size])
+		case r == utf8.RuneError && size == 1:
+			out.WriteString(`\ufffd`) // encoding/json writes none; never raw
+		case r > 0xffff:
+			hi, lo := utf16.EncodeRune(r)
+			fmt.Fprintf(&out, `\u%04x\u%04x`, hi, lo)
+		default:
+			fmt.Fprintf(&out, `\u%04x`, r)
+		}
+		b = b[size:]
+	}
+	return out.Bytes()
 }

@@ -1,6 +1,7 @@
 package runtimecmd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -249,7 +250,20 @@ func runsReplay(ctx context.Context, st psych.Store, newSandbox func() (sandbox.
 	return exitOK
 }
 
-func encodeJSON(stdout, stderr io.Writer, v any) int { return cli.EncodeJSON(stdout, stderr, v) }
+// encodeJSON prints v as JSON with every control and bidi character of
+// its strings as a \u escape (jsonSafe): the ledger's strings are the
+// program's.
+func encodeJSON(stdout, stderr io.Writer, v any) int {
+	var b bytes.Buffer
+	if code := cli.EncodeJSON(&b, stderr, v); code != exitOK {
+		return code
+	}
+	if _, err := stdout.Write(jsonSafe(b.Bytes())); err != nil {
+		fmt.Fprintf(stderr, "psych runs: %v\n", err)
+		return exitHostFault
+	}
+	return exitOK
+}
 
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")

@@ -67,6 +67,29 @@ func TestRunsShowEscapes(t *testing.T) {
 	}
 }
 
+// TestRunsShowJSONEscapes: runs show --json escapes them as \u escapes:
+// the same JSON, nothing a terminal acts on.
+func TestRunsShowJSONEscapes(t *testing.T) {
+	st, id := recordHostile(t)
+	var out, errb bytes.Buffer
+	if code := Runs([]string{"show", "--json", "--store", t.TempDir(), id}, &out, &errb, ledgerStore(st), nil); code != exitOK {
+		t.Fatalf("runs show --json: exit %d: %s", code, errb.String())
+	}
+	for _, bad := range []string{"\x1b", "\x07", "\r", "\u202e", "\u009b"} {
+		if strings.Contains(out.String(), bad) {
+			t.Errorf("runs show --json printed %q raw", bad)
+		}
+	}
+	var v struct {
+		Execution struct {
+			Result struct{ Failure struct{ Message string } }
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil || v.Execution.Result.Failure.Message != hostile {
+		t.Errorf("runs show --json: %v; message %q, want %q", err, v.Execution.Result.Failure.Message, hostile)
+	}
+}
+
 // spySandbox records the request it is given and runs nothing.
 type spySandbox struct{ req sandbox.Request }
 
