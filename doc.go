@@ -19,4 +19,13 @@
 //     context (EgressFrom); the default denies everything.
 //   - Failures are data: a bad argument, a denial and a handler's error come
 //     back as an Outcome, a program's failure as its Result.
+//   - One form of the arguments. What passed the schema is what the Policy,
+//     the Approver, the handler and the record get: one canonical text.
+//     Keys encoding/json would merge (a duplicate, or keys equal under its
+//     case folding) are refused, as are arguments past Spec.MaxArgsBytes,
+//     MaxArgsDepth or MaxArgsElements, before they are decoded.
+//   - Bounded records. What a call, and all the calls of one run, can make
+//     the Store hold is capped (Config.RecordArgsBytes, RecordValueBytes,
+//     RecordRunBytes); past the caps a record keeps head, size and sha256.
+//   - A replay runs under the operator's limits, not the ledger's.
 package psych

@@ -3,7 +3,6 @@ package psych
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -105,6 +104,9 @@ func compile(spec Spec) (*tool, error) {
 		}
 		sort.Strings(spec.Params)
 	}
+	if spec.MaxArgsBytes < 0 {
+		return nil, fmt.Errorf("%w: a negative MaxArgsBytes", ErrBadSchema)
+	}
 	seen := map[string]bool{}
 	for _, p := range spec.Params {
 		if !sandbox.IsIdentifier(p) || seen[p] {
@@ -149,16 +151,9 @@ func (r *Registry) Specs() []Spec {
 	return out
 }
 
-// validate checks args against the tool's schema; the error says why, for
-// the caller (a model, a program) to read.
-func (t *tool) validate(args json.RawMessage) error {
-	var v any
-	if err := json.Unmarshal(args, &v); err != nil {
-		return errors.New("arguments are not JSON")
-	}
-	if _, ok := v.(map[string]any); !ok {
-		return errors.New("arguments must be a JSON object")
-	}
+// validate checks decoded arguments (canonicalArgs's) against the tool's
+// schema; the error says why, for the caller (a model, a program) to read.
+func (t *tool) validate(v map[string]any) error {
 	if err := t.schema.Validate(v); err != nil {
 		return fmt.Errorf("arguments do not match the schema: %s", strings.TrimSpace(err.Error()))
 	}

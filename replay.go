@@ -44,13 +44,31 @@ type replayedCall struct {
 	Args json.RawMessage `json:"args"`
 }
 
+// ReplayOptions say how Replay runs a recorded program. The zero value runs
+// it as the operator's own runs go: under Config.Limits (zero fields take
+// the Sandbox's defaults) and without the network, whatever the recording
+// had: a ledger is data, and its limits and grant are not the operator's.
+type ReplayOptions struct {
+	// Limits override Config.Limits field by field.
+	Limits sandbox.Limits
+	// Network grants the replay the network; the recorded grant is never
+	// taken by itself.
+	Network bool
+	// RecordedLimits takes the recorded run's limits, each no larger than
+	// the replay's own (Limits over Config.Limits over
+	// sandbox.DefaultLimits).
+	RecordedLimits bool
+}
+
 // Replay runs a recorded execution's program again in a fresh sandbox,
 // answering each binding call from the ledger in recorded order instead of
 // calling the tool (no handler runs, no Policy is asked, nothing is
 // recorded), and reports where the new run diverges: a different call or
 // arguments, a call too many or too few, or a different value or failure.
-// After a divergence, every further call raises BindingError.
-func (r *Runtime) Replay(ctx context.Context, id string) (*Replay, error) {
+// After a divergence, every further call raises BindingError. A recorded
+// call whose arguments were cut (CallRecord.ArgsTruncated) is matched by
+// their sha256; one whose value was cut raises BindingError, with a note.
+func (r *Runtime) Replay(ctx context.Context, id string, opts ReplayOptions) (*Replay, error) {
 	switch {
 	case r.cfg.Store == nil:
 		return nil, fmt.Errorf("replay %s: %w", id, ErrNoStore)
@@ -66,11 +84,18 @@ func (r *Runtime) Replay(ctx context.Context, id string) (*Replay, error) {
 		return nil, fmt.Errorf("replay %s: %w", id, err)
 	}
 	p := &player{decls: rec.Bindings, calls: calls}
-	res, err := r.cfg.Sandbox.Run(ctx, sandbox.Request{Code: rec.Code, Limits: rec.Limits, Network: rec.Network, Bindings: p})
+	limits := opts.Limits.Merge(r.cfg.Limits)
+	if opts.RecordedLimits {
+		limits = within(rec.Limits, limits.Merge(sandbox.DefaultLimits()))
+	}
+	res, err := r.cfg.Sandbox.Run(ctx, sandbox.Request{Code: rec.Code, Limits: limits, Network: opts.Network, Bindings: p})
 	if err != nil {
 		return nil, fmt.Errorf("replay %s: %w", id, err)
 	}
 	rep := &Replay{ID: id, Result: res, Notes: notes(rec, res)}
+	if rec.Network && !opts.Network {
+		rep.Notes = append(rep.Notes, "the recorded run had the network; this replay has none")
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
@@ -81,6 +106,7 @@ func (r *Runtime) Replay(ctx context.Context, id string) (*Replay, error) {
 	case rec.Result != nil && !sameEnd(rec.Result, res):
 		p.div = &Divergence{Want: show(end(rec.Result)), Got: show(end(res))}
 	}
+	rep.Notes = append(rep.Notes, p.notes...)
 	rep.Divergence, rep.Reproduced = p.div, p.div == nil && rec.Result != nil
 	if rec.Result == nil && p.div == nil {
 		rep.Notes = append(rep.Notes, "the recorded execution is incomplete: its calls were reproduced, its end cannot be compared")
@@ -95,6 +121,7 @@ type player struct {
 	calls []CallRecord
 	next  int
 	div   *Divergence
+	notes []string
 }
 
 func (p *player) List() []sandbox.Binding { return p.decls }
@@ -112,11 +139,15 @@ func (p *player) Call(_ context.Context, name string, args json.RawMessage) (jso
 		return nil, fmt.Errorf("replay diverged at call %d: the recording has no such call", index)
 	}
 	c := p.calls[p.next]
-	if c.Tool != name || !sameJSON(c.Args, args) {
+	if c.Tool != name || !sameArgs(&c, args) {
 		p.div = &Divergence{Seq: c.Seq, Index: index, Want: show(replayedCall{c.Tool, c.Args}), Got: got}
 		return nil, fmt.Errorf("replay diverged at call %d", index)
 	}
 	p.next++
+	if c.ValueTruncated && c.Outcome == OutcomeOK {
+		p.notes = append(p.notes, fmt.Sprintf("call %d's value was not recorded whole (its head only): the program got a BindingError instead", index))
+		return nil, fmt.Errorf("replay cannot answer call %d: the ledger kept only the head of its value", index)
+	}
 	if c.Outcome != OutcomeOK {
 		return nil, fmt.Errorf("%s", c.Error)
 	}
@@ -124,6 +155,40 @@ func (p *player) Call(_ context.Context, name string, args json.RawMessage) (jso
 		return json.RawMessage("null"), nil
 	}
 	return c.Value, nil
+}
+
+// sameArgs says whether args are the recorded call's: by their canonical
+// form's sha256 when the record kept only a head.
+func sameArgs(c *CallRecord, args json.RawMessage) bool {
+	if !c.ArgsTruncated {
+		return sameJSON(c.Args, args)
+	}
+	if canon, _, err := canonicalArgs(args, len(args)); err == nil {
+		args = canon
+	}
+	return digest(args) == c.ArgsSHA256
+}
+
+// within is rec with zero fields and fields above caps taken from caps:
+// every numeric field of sandbox.Limits, by reflection, so that a limit
+// added later is capped too.
+func within(rec, caps sandbox.Limits) sandbox.Limits {
+	out := caps
+	rv, ov := reflect.ValueOf(rec), reflect.ValueOf(&out).Elem()
+	for i := range rv.NumField() {
+		f, c := rv.Field(i), ov.Field(i)
+		switch f.Kind() {
+		case reflect.Int, reflect.Int64:
+			if f.Int() > 0 && f.Int() < c.Int() {
+				c.SetInt(f.Int())
+			}
+		case reflect.Float64:
+			if f.Float() > 0 && f.Float() < c.Float() {
+				c.SetFloat(f.Float())
+			}
+		}
+	}
+	return out
 }
 
 // runEnd is what a replay compares of a run's end.

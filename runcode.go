@@ -72,7 +72,7 @@ func (r *Runtime) execute(ctx context.Context, callID string, req sandbox.Reques
 	} else if err := sandbox.CheckID(req.ID); err != nil {
 		return nil, fmt.Errorf("run code: %w", err)
 	}
-	b := &bindings{r: r}
+	b := &bindings{r: r, budget: &runBudget{left: r.cfg.RecordRunBytes}}
 	req.Bindings, req.Limits = b, req.Limits.Merge(r.cfg.Limits)
 	rec := &Execution{
 		ID: req.ID, CallID: callID, Started: time.Now(),
@@ -98,7 +98,10 @@ func (r *Runtime) execute(ctx context.Context, callID string, req sandbox.Reques
 
 // bindings are the Runtime's tools as one program sees them: each call is
 // the Runtime's own Call, Via run_code, with the run's id as the parent.
-type bindings struct{ r *Runtime }
+type bindings struct {
+	r      *Runtime
+	budget *runBudget // what the run may still make the Store record
+}
 
 func (b *bindings) List() []sandbox.Binding {
 	specs := b.r.reg.Specs()
@@ -110,7 +113,7 @@ func (b *bindings) List() []sandbox.Binding {
 }
 
 func (b *bindings) Call(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
-	out, err := b.r.Call(ctx, Call{Tool: name, Args: args, Via: ViaRunCode, Execution: sandbox.RunID(ctx)})
+	out, err := b.r.recordedCall(ctx, Call{Tool: name, Args: args, Via: ViaRunCode, Execution: sandbox.RunID(ctx)}, b.budget)
 	if out != nil && out.Kind != OutcomeOK {
 		return nil, errors.New(out.Error)
 	}

@@ -1,6 +1,7 @@
 package psych
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,7 +43,24 @@ type Config struct {
 	Limits sandbox.Limits
 	// MaxSteps caps Turn's model steps; zero is DefaultMaxSteps.
 	MaxSteps int
+	// RecordArgsBytes and RecordValueBytes bound what the Store is given
+	// of one call's arguments and of its value (its error text counts
+	// with the value); zero is DefaultRecordCallBytes. Past them the
+	// record keeps the head, as a JSON string, with the full size and
+	// sha256 (CallRecord.ArgsTruncated, ValueTruncated).
+	RecordArgsBytes, RecordValueBytes int
+	// RecordRunBytes bounds what the Store is given of all the calls of
+	// one run (their arguments, values, errors and a fixed cost per
+	// record); zero is DefaultRecordRunBytes. Past it each further call
+	// is still recorded, keeping only its sizes and digests.
+	RecordRunBytes int64
 }
+
+// The record caps when Config sets none.
+const (
+	DefaultRecordCallBytes = 64 << 10
+	DefaultRecordRunBytes  = 16 << 20
+)
 
 // DefaultMaxSteps is Turn's step cap when Config sets none.
 const DefaultMaxSteps = 16
@@ -61,9 +79,12 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Sandbox != nil && cfg.RequireFreeze && !sandbox.CanFreeze(cfg.Sandbox) {
 		return nil, fmt.Errorf("new runtime: %w", ErrCannotFreeze)
 	}
-	if cfg.ApprovalTimeout < 0 || cfg.MaxSteps < 0 {
-		return nil, fmt.Errorf("new runtime: %w: a negative ApprovalTimeout or MaxSteps", ErrInvalidConfig)
+	if cfg.ApprovalTimeout < 0 || cfg.MaxSteps < 0 || cfg.RecordArgsBytes < 0 || cfg.RecordValueBytes < 0 || cfg.RecordRunBytes < 0 {
+		return nil, fmt.Errorf("new runtime: %w: a negative ApprovalTimeout, MaxSteps or Record cap", ErrInvalidConfig)
 	}
+	cfg.RecordArgsBytes = cmp.Or(cfg.RecordArgsBytes, DefaultRecordCallBytes)
+	cfg.RecordValueBytes = cmp.Or(cfg.RecordValueBytes, DefaultRecordCallBytes)
+	cfg.RecordRunBytes = cmp.Or(cfg.RecordRunBytes, DefaultRecordRunBytes)
 	if cfg.Policy == nil {
 		cfg.Policy = DefaultPolicy
 	}
@@ -125,11 +146,22 @@ func EgressFrom(ctx context.Context) egress.Client {
 // binding call alike: the arguments are checked against the tool's schema,
 // the Policy decides, the Approver answers an ask (a binding call's run is
 // frozen meanwhile), the handler runs with the egress seam in its ctx, and
-// the call is recorded whatever the outcome. A bad argument, a denial and
+// the call is recorded whatever the outcome. The arguments everyone past
+// the schema sees (the Policy, the Approver, the handler and the record)
+// are one canonical form of them (see Spec.MaxArgsBytes): a duplicate key,
+// keys equal but for case, and arguments past the tool's bounds are a bad
+// argument. What is recorded is capped (Config.RecordArgsBytes and
+// RecordValueBytes). A bad argument, a denial and
 // a handler's error are the Outcome's, never a Go error; the error is
 // non-nil only when ctx ended (before the handler ran, or failing it), or
 // the Store failed.
 func (r *Runtime) Call(ctx context.Context, c Call) (*Outcome, error) {
+	return r.recordedCall(ctx, c, nil)
+}
+
+// recordedCall is Call, whose record counts against run's budget when the
+// call came from a run.
+func (r *Runtime) recordedCall(ctx context.Context, c Call, run *runBudget) (*Outcome, error) {
 	if c.ID == "" {
 		c.ID = ulid.Make().String()
 	}
@@ -141,14 +173,15 @@ func (r *Runtime) Call(ctx context.Context, c Call) (*Outcome, error) {
 	}
 	rec := &CallRecord{
 		ID: c.ID, Parent: c.Execution, Tool: c.Tool, Args: c.Args, Via: c.Via,
-		Started: time.Now(), BytesIn: len(c.Args),
+		Started: time.Now(),
 	}
 	out, ctxErr := r.call(ctx, c, rec)
 	out.CallID = c.ID
 	rec.Duration = time.Since(rec.Started)
 	rec.Outcome, rec.Value, rec.Error = out.Kind, out.Value, out.Error
-	rec.BytesOut = len(out.Value) + len(out.Error)
+	rec.BytesIn, rec.BytesOut = len(rec.Args), len(out.Value)+len(out.Error)
 	if r.cfg.Store != nil {
+		r.capRecord(rec, run)
 		if err := r.cfg.Store.RecordCall(context.WithoutCancel(ctx), rec); err != nil {
 			return out, fmt.Errorf("record call %s: %w", c.ID, err)
 		}
@@ -161,9 +194,15 @@ func (r *Runtime) call(ctx context.Context, c Call, rec *CallRecord) (*Outcome, 
 	if t == nil {
 		return &Outcome{Kind: OutcomeInvalid, Error: fmt.Sprintf("no tool named %.64q", c.Tool)}, nil
 	}
-	if err := t.validate(c.Args); err != nil {
+	canon, decoded, err := canonicalArgs(c.Args, cmp.Or(t.spec.MaxArgsBytes, DefaultMaxArgsBytes))
+	if err == nil {
+		err = t.validate(decoded)
+	}
+	if err != nil {
 		return &Outcome{Kind: OutcomeInvalid, Error: c.Tool + ": " + err.Error()}, nil
 	}
+	// From here on, everyone sees the canonical form.
+	c.Args, rec.Args = canon, canon
 	d := r.cfg.Policy.Decide(ctx, t.spec, c)
 	rec.Decision, rec.Reason = d.Verdict, d.Reason
 	out := &Outcome{Decision: d}

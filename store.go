@@ -113,7 +113,18 @@ type CallRecord struct {
 	Outcome string          `json:"outcome"`
 	Value   json.RawMessage `json:"value,omitempty"`
 	Error   string          `json:"error,omitempty"`
-	// BytesIn and BytesOut are the sizes of the arguments and the reply.
+	// BytesIn and BytesOut are the sizes of the arguments (their canonical
+	// form, once they passed the schema) and of the value and error.
 	BytesIn  int `json:"bytes_in"`
 	BytesOut int `json:"bytes_out"`
+	// ArgsTruncated and ValueTruncated say that Args or Value was past the
+	// Runtime's record caps (Config.RecordArgsBytes, RecordValueBytes,
+	// RecordRunBytes): it then holds only the head of the JSON text, as a
+	// JSON string, and ArgsSHA256 or ValueSHA256 the hex sha256 of the
+	// whole text, whose size is BytesIn or BytesOut. An Error past the
+	// cap ends by saying how much was not recorded.
+	ArgsTruncated  bool   `json:"args_truncated,omitempty"`
+	ArgsSHA256     string `json:"args_sha256,omitempty"`
+	ValueTruncated bool   `json:"value_truncated,omitempty"`
+	ValueSHA256    string `json:"value_sha256,omitempty"`
 }

@@ -23,7 +23,9 @@ const (
 type Call struct {
 	// Tool is the tool's name.
 	Tool string `json:"tool"`
-	// Args is a JSON object.
+	// Args is a JSON object. Past the schema check (in the Policy, the
+	// Approver, the handler and the record) it is the canonical form of
+	// what the caller sent: compact, keys sorted, no key twice.
 	Args json.RawMessage `json:"args"`
 	// ID identifies the call; the Runtime makes one when empty.
 	ID string `json:"id"`
@@ -50,6 +52,12 @@ type Spec struct {
 	// Params gives the positional order of the parameters for a binding
 	// call; nil takes the schema's properties in sorted order.
 	Params []string `json:"params"`
+	// MaxArgsBytes bounds the text of one call's arguments; zero is
+	// DefaultMaxArgsBytes (1 MiB). The transport's frame cap is apart
+	// from it. Larger arguments, and arguments nested deeper than
+	// MaxArgsDepth or holding more than MaxArgsElements, are refused
+	// before they are decoded.
+	MaxArgsBytes int `json:"max_args_bytes,omitempty"`
 	// Destructive tools ask for approval under the default Policy.
 	Destructive bool `json:"destructive"`
 	// Handler runs the tool.

@@ -150,7 +150,7 @@ func TestReplay(t *testing.T) {
 		t.Fatalf("%+v", res.Failure)
 	}
 	before := ts.handled.Load()
-	rep, err := r.Replay(context.Background(), res.ID)
+	rep, err := r.Replay(context.Background(), res.ID, psych.ReplayOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep, err = r.Replay(context.Background(), rec2.ID)
+	rep, err = r.Replay(context.Background(), rec2.ID, psych.ReplayOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestReplay(t *testing.T) {
 	if want.Tool != "echo" || got.Args["n"] != want.Args["n"]+1 {
 		t.Fatalf("divergence want %s got %s", rep.Divergence.Want, rep.Divergence.Got)
 	}
-	if _, err := r.Replay(context.Background(), "no-such"); !errors.Is(err, psych.ErrNotFound) {
+	if _, err := r.Replay(context.Background(), "no-such", psych.ReplayOptions{}); !errors.Is(err, psych.ErrNotFound) {
 		t.Fatalf("replay of an unknown id: %v", err)
 	}
 }

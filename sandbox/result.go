@@ -61,6 +61,12 @@ type Usage struct {
 	// memory_bytes); one that ended without its result has LimitHit
 	// memory_bytes. Zero where the run had no memory cgroup.
 	OOMKills int64 `json:"oom_kills"`
+	// HostCallSeconds is the wall time the host spent in the run's
+	// binding calls (Bindings.Call), all together: work the program's CPU
+	// budget does not see, a person's approval wait included (which
+	// Suspended tells apart). Measured by the host, never by a frame;
+	// with calls but no cgroup, Usage holds only this.
+	HostCallSeconds float64 `json:"host_call_seconds"`
 }
 
 // Evidence behind a LimitHit.

@@ -29,15 +29,24 @@
 //     second writing process would collide, and its commits fail (Seq is the
 //     calls' primary key) rather than interleave. Other processes may read.
 //   - A commit that fails (a full disk, a lock held past the 5 s busy
-//     timeout) fails the store: every later operation returns that error,
-//     since the Seq it handed out would otherwise leave a gap.
+//     timeout) fails what waited on it (BeginExecution, FinishExecution,
+//     a read, which return its error), not the store: the calls it held
+//     are kept, in order, and the next commit (the next operation, or a
+//     retry a second later) writes them first, so the Seq handed out
+//     leaves no gap. While commits fail, a full queue refuses RecordCall.
+//   - Memory is bounded: RecordCall waits while 4096 records or 32 MiB of
+//     their payload are queued, besides the batch being committed (the
+//     Runtime caps each record's payload).
+//   - A new file is made 0600, and with it its -wal and -shm files.
 //   - ctx bounds a caller's wait, never the write: a record queued before
 //     ctx ended is still committed.
 //   - After Close, which commits what is queued, every operation returns an
 //     error wrapping ErrClosed.
 //
-// The schema (version 1, in PRAGMA user_version; application_id "psyc"):
+// The schema (version 2, in PRAGMA user_version; application_id "psyc"):
 // executions (in begin order, the full sandbox.Result as JSON beside the
 // columns a listing needs: duration, failure type, limit hit) and calls
-// (keyed by Seq, indexed by parent).
+// (keyed by Seq, indexed by parent; a payload past the Runtime's record
+// caps with its head, size and sha256). A version 1 file is migrated when
+// opened (the record-cap columns added).
 package sqlite

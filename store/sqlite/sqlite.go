@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -34,14 +36,19 @@ var (
 )
 
 const (
-	schemaVersion = 1
+	schemaVersion = 2
 	applicationID = 0x70737963 // "psyc"
 	commitDelay   = 5 * time.Millisecond
-	maxQueue      = 4096 // RecordCall waits for the writer beyond this
+	retryDelay    = time.Second // after a failed commit, when nothing new comes
+	maxQueue      = 4096        // RecordCall waits for the writer beyond this
+	maxQueueBytes = 32 << 20    // or beyond this much queued payload
 	pragmas       = "?_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_pragma=trusted_schema(0)"
 )
 
-// schema is compared, as sqlite_schema holds it, with an existing file's.
+// schema is version 1's; migrations[v] takes a file from version v-1 to v.
+// A new file is made by both, so that a new file's schema and a migrated
+// one's are the same text, which is compared (as sqlite_schema holds it)
+// with an existing file's.
 var schema = []string{
 	`CREATE TABLE executions (
 	n INTEGER PRIMARY KEY,
@@ -86,13 +93,77 @@ var schema = []string{
 	`CREATE INDEX calls_by_parent ON calls (parent, seq)`,
 }
 
+var migrations = map[int][]string{
+	// The record caps: a call's payload past them keeps its head, its size
+	// (bytes_in, bytes_out) and its sha256.
+	2: {
+		`ALTER TABLE calls ADD COLUMN args_truncated INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE calls ADD COLUMN args_sha256 TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE calls ADD COLUMN value_truncated INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE calls ADD COLUMN value_sha256 TEXT NOT NULL DEFAULT ''`,
+	},
+}
+
+// schemaOf is the text sqlite_schema holds for each version, made once in
+// a database in memory.
+var schemaOf = sync.OnceValues(func() (map[int][]string, error) {
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	ctx := context.Background()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	out := map[int][]string{}
+	for v := 1; v <= schemaVersion; v++ {
+		stmts := migrations[v]
+		if v == 1 {
+			stmts = schema
+		}
+		for _, q := range stmts {
+			if _, err := c.ExecContext(ctx, q); err != nil {
+				return nil, fmt.Errorf("schema version %d: %w", v, err)
+			}
+		}
+		if out[v], err = schemaText(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+})
+
+// schemaText is what sqlite_schema holds, sorted.
+func schemaText(ctx context.Context, c *sql.Conn) ([]string, error) {
+	rows, err := c.QueryContext(ctx, `SELECT COALESCE(sql, '') FROM sqlite_schema WHERE name NOT LIKE 'sqlite\_autoindex\_%' ESCAPE '\' ORDER BY 1`)
+	if err != nil {
+		return nil, err
+	}
+	var have []string
+	for rows.Next() {
+		var q string
+		if err := rows.Scan(&q); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		have = append(have, q)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	return have, nil
+}
+
 const (
 	execCols = `id, call_id, started, code, limits, network, bindings, backend, engine, interpreter, image, env_keys, result, duration_ns, finished`
-	callCols = `seq, id, parent, tool, args, via, decision, reason, approver, approved, decision_ns, started, duration_ns, outcome, value, error, bytes_in, bytes_out`
+	callCols = `seq, id, parent, tool, args, via, decision, reason, approver, approved, decision_ns, started, duration_ns, outcome, value, error, bytes_in, bytes_out, args_truncated, args_sha256, value_truncated, value_sha256`
 
 	insertExec = `INSERT INTO executions (` + execCols + `, failure, limit_hit)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
-	insertCall     = `INSERT INTO calls (` + callCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertCall     = `INSERT INTO calls (` + callCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	selectAttested = `SELECT backend, engine, interpreter, image, env_keys FROM executions WHERE id = ?`
 	updateFinish   = `UPDATE executions SET backend = ?, engine = ?, interpreter = ?, image = ?, env_keys = ?,
 result = ?, duration_ns = ?, failure = ?, limit_hit = ?, finished = ? WHERE id = ?`
@@ -104,19 +175,20 @@ type Store struct {
 	conn *sql.Conn // the writer's own
 	stmt struct{ exec, call, attested, finish *sql.Stmt }
 
-	mu       sync.Mutex
-	queue    []op
-	first    time.Time // when the oldest queued op was queued
-	urgent   bool      // someone waits: commit without delay
-	closing  bool
-	failed   error // a commit failed; sticky
-	seq      int64 // the last Seq handed out
-	queued   int64 // ops queued, ever
-	done     int64 // ops the writer is finished with
-	progress chan struct{}
-	kick     chan struct{} // wakes the writer; capacity 1
-	stopped  chan struct{} // closed when the writer returns
-	readers  sync.WaitGroup
+	mu         sync.Mutex
+	queue      []op
+	queueBytes int       // the payload queued
+	first      time.Time // when the oldest queued op was queued
+	urgent     bool      // someone waits: commit without delay
+	closing    bool
+	failed     error // the last commit failed; cleared by one that succeeds
+	seq        int64 // the last Seq handed out
+	queued     int64 // ops queued, ever
+	done       int64 // ops the writer is finished with
+	progress   chan struct{}
+	kick       chan struct{} // wakes the writer; capacity 1
+	stopped    chan struct{} // closed when the writer returns
+	readers    sync.WaitGroup
 }
 
 var _ psych.Store = (*Store)(nil)
@@ -134,6 +206,7 @@ type op struct {
 	kind opKind
 	id   string
 	args []any
+	size int             // the payload's bytes, for maxQueueBytes
 	res  *sandbox.Result // opFinish: a private copy, for Attest
 	err  error           // ErrDuplicateID or ErrNotFound, set by the writer
 	wait chan error      // nil for calls
@@ -151,6 +224,13 @@ func Open(path string) (_ *Store, retErr error) {
 	uri := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.ToSlash(abs))
 	if !strings.HasPrefix(uri, "/") {
 		uri = "/" + uri // C:/x
+	}
+	// SQLite makes the -wal and -shm files with the database file's mode:
+	// a new store is made 0600, whatever the umask, as is all of it.
+	if f, err := os.OpenFile(abs, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	db, err := sql.Open("sqlite", "file:"+uri+pragmas)
 	if err != nil {
@@ -214,42 +294,40 @@ func migrate(ctx context.Context, c *sql.Conn) (retErr error) {
 	if err := c.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
 		return err
 	}
-	rows, err := c.QueryContext(ctx, `SELECT COALESCE(sql, '') FROM sqlite_schema WHERE name NOT LIKE 'sqlite\_autoindex\_%' ESCAPE '\' ORDER BY 1`)
+	have, err := schemaText(ctx, c)
 	if err != nil {
 		return err
 	}
-	var have []string
-	for rows.Next() {
-		var q string
-		if err := rows.Scan(&q); err != nil {
-			rows.Close()
-			return err
-		}
-		have = append(have, q)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+	want, err := schemaOf()
+	if err != nil {
 		return err
 	}
+	from := version
 	switch {
 	case app == 0 && version == 0 && len(have) == 0:
-		for _, q := range schema {
-			if _, err := c.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("create schema: %w", err)
-			}
-		}
-		for _, q := range []string{fmt.Sprintf("PRAGMA application_id = %d", applicationID), fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)} {
-			if _, err := c.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("create schema: %w", err)
-			}
+		from = 0
+		if _, err := c.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID)); err != nil {
+			return fmt.Errorf("create schema: %w", err)
 		}
 	case app != applicationID:
 		return fmt.Errorf("%w: application id %#x, %d schema objects", ErrNotStore, app, len(have))
 	case version > schemaVersion:
 		return fmt.Errorf("%w: version %d is newer than this psych's %d", ErrVersion, version, schemaVersion)
-	case version != schemaVersion:
+	case version < 1:
 		return fmt.Errorf("%w: version %d", ErrVersion, version)
-	case !slices.Equal(have, slices.Sorted(slices.Values(schema))):
+	case !slices.Equal(have, want[int(version)]):
 		return fmt.Errorf("%w: the schema was altered", ErrNotStore)
+	}
+	for v := int(from) + 1; v <= schemaVersion; v++ {
+		stmts := migrations[v]
+		if v == 1 {
+			stmts = schema
+		}
+		for _, q := range append(stmts, fmt.Sprintf("PRAGMA user_version = %d", v)) {
+			if _, err := c.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("migrate to version %d: %w", v, err)
+			}
+		}
 	}
 	return nil
 }
@@ -298,8 +376,16 @@ func (s *Store) RecordCall(ctx context.Context, rec *psych.CallRecord) error {
 	if err != nil {
 		return fmt.Errorf("record call %q: %w", rec.ID, err)
 	}
+	size := payload(args)
 	s.mu.Lock()
-	for len(s.queue) >= maxQueue && s.usable() == nil {
+	for s.full() && s.usable() == nil {
+		if s.failed != nil {
+			// The writer keeps what it could not commit; while it
+			// cannot, a full queue refuses more.
+			err := s.failed
+			s.mu.Unlock()
+			return fmt.Errorf("record call %q: %w", rec.ID, err)
+		}
 		s.urgent = true
 		s.wake()
 		ch := s.progress
@@ -317,8 +403,25 @@ func (s *Store) RecordCall(ctx context.Context, rec *psych.CallRecord) error {
 	}
 	s.seq++
 	rec.Seq, args[0] = s.seq, s.seq
-	s.enqueue(op{kind: opCall, args: args})
+	s.enqueue(op{kind: opCall, args: args, size: size})
 	return nil
+}
+
+// full says whether RecordCall waits; s.mu is held.
+func (s *Store) full() bool { return len(s.queue) >= maxQueue || s.queueBytes >= maxQueueBytes }
+
+// payload is the bytes of a call's blobs and strings.
+func payload(args []any) int {
+	n := 0
+	for _, a := range args {
+		switch v := a.(type) {
+		case []byte:
+			n += len(v)
+		case string:
+			n += len(v)
+		}
+	}
+	return n
 }
 
 // Execution returns the execution id (ErrNotFound if none).
@@ -371,7 +474,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	<-s.stopped
 	s.readers.Wait()
-	if err := errors.Join(s.failed, s.closeDB()); err != nil {
+	if err := errors.Join(s.failed, s.closeDB()); err != nil { // the last commit's
 		return fmt.Errorf("close store: %w", err)
 	}
 	return nil
@@ -390,12 +493,13 @@ func (s *Store) closeDB() error {
 	return errors.Join(append(errs, s.db.Close())...)
 }
 
-// usable says why nothing more may be queued; s.mu is held.
+// usable says why nothing more may be queued; s.mu is held. A failed
+// commit is no reason: the next one retries.
 func (s *Store) usable() error {
 	if s.closing {
 		return ErrClosed
 	}
-	return s.failed
+	return nil
 }
 
 // enqueue queues o; s.mu is held and usable has passed.
@@ -404,11 +508,12 @@ func (s *Store) enqueue(o op) {
 		s.first = time.Now()
 	}
 	s.queue = append(s.queue, o)
+	s.queueBytes += o.size
 	s.queued++
 	if o.wait != nil {
 		s.urgent = true
 	}
-	if len(s.queue) == 1 || s.urgent {
+	if len(s.queue) == 1 || s.urgent || s.failed != nil {
 		s.wake()
 	}
 }
@@ -459,13 +564,13 @@ func (s *Store) read(ctx context.Context) (done func(), err error) {
 			return nil, ctx.Err()
 		}
 		s.mu.Lock()
+		if err := s.failed; err != nil && s.done < target {
+			s.mu.Unlock()
+			s.readers.Done()
+			return nil, err
+		}
 	}
-	err = s.failed
 	s.mu.Unlock()
-	if err != nil {
-		s.readers.Done()
-		return nil, err
-	}
 	return s.readers.Done, nil
 }
 
@@ -494,26 +599,49 @@ func (s *Store) run() {
 			timer.Reset(wait)
 			continue
 		}
-		batch, failed := s.queue, s.failed
-		s.queue, s.urgent = nil, false
+		batch := s.queue
+		s.queue, s.queueBytes, s.urgent = nil, 0, false
 		s.mu.Unlock()
 
-		err := failed
-		if err == nil {
-			err = s.commit(batch)
-		}
+		err := s.commit(batch)
 		s.mu.Lock()
-		if err != nil && s.failed == nil {
+		done := batch
+		if err == nil {
+			s.failed = nil
+		} else {
 			s.failed = fmt.Errorf("store failed: %w", err)
+			if !s.closing {
+				// The calls are kept, in order, for the next commit: their
+				// Seq was handed out, and a gap would break the ledger's
+				// order. A waiter is told, and its op dropped.
+				var kept []op
+				done = nil
+				for _, o := range batch {
+					if o.wait == nil {
+						kept = append(kept, o)
+						s.queueBytes += o.size
+					} else {
+						done = append(done, o)
+					}
+				}
+				if len(kept) > 0 {
+					s.first = time.Now()
+				}
+				s.queue = append(kept, s.queue...)
+			}
 		}
-		s.done += int64(len(batch))
+		s.done += int64(len(done))
 		close(s.progress)
 		s.progress = make(chan struct{})
 		s.mu.Unlock()
-		for _, o := range batch {
+		for _, o := range done {
 			if o.wait != nil {
 				o.wait <- cmp.Or(err, o.err)
 			}
+		}
+		if err != nil {
+			timer.Reset(retryDelay)
+			continue
 		}
 		s.wake() // what was queued meanwhile
 	}
@@ -713,7 +841,7 @@ func callArgs(c *psych.CallRecord) ([]any, error) {
 	// In callCols order; Seq is set when it is assigned.
 	return []any{nil, c.ID, c.Parent, c.Tool, blob(c.Args), string(c.Via), string(c.Decision), c.Reason,
 		c.Approver, approved, int64(c.DecisionTime), started, int64(c.Duration), c.Outcome, blob(c.Value),
-		c.Error, c.BytesIn, c.BytesOut}, nil
+		c.Error, c.BytesIn, c.BytesOut, boolInt(c.ArgsTruncated), c.ArgsSHA256, boolInt(c.ValueTruncated), c.ValueSHA256}, nil
 }
 
 func scanCall(row scanner) (psych.CallRecord, error) {
@@ -725,7 +853,7 @@ func scanCall(row scanner) (psych.CallRecord, error) {
 	)
 	err := row.Scan(&c.Seq, &c.ID, &c.Parent, &c.Tool, &args, &c.Via, &c.Decision, &c.Reason,
 		&c.Approver, &approved, &c.DecisionTime, &started, &c.Duration, &c.Outcome, &value,
-		&c.Error, &c.BytesIn, &c.BytesOut)
+		&c.Error, &c.BytesIn, &c.BytesOut, &c.ArgsTruncated, &c.ArgsSHA256, &c.ValueTruncated, &c.ValueSHA256)
 	if err != nil {
 		return c, err
 	}

@@ -192,7 +192,7 @@ func TestOpenRefuses(t *testing.T) {
 		}, ErrNotStore},
 		{"newer version", func(t *testing.T, path string) {
 			open(t, path).Close()
-			raw(t, path, "PRAGMA user_version = 2")
+			raw(t, path, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion+1))
 		}, ErrVersion},
 		{"unknown version", func(t *testing.T, path string) {
 			open(t, path).Close()

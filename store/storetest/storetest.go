@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -320,7 +321,7 @@ func fullExecution() (*psych.Execution, *sandbox.Result) {
 		Duration: 1234567891 * time.Nanosecond, Suspended: 333333333 * time.Nanosecond,
 		LimitHit:    sandbox.LimitMemoryBytes,
 		LimitSource: sandbox.SourceKernel, NetworkDenied: true,
-		Usage: &sandbox.Usage{CPUSeconds: 0.75, PeakMemoryBytes: 1 << 27, PeakProcesses: 3, OOMKills: 2},
+		Usage: &sandbox.Usage{CPUSeconds: 0.75, PeakMemoryBytes: 1 << 27, PeakProcesses: 3, OOMKills: 2, HostCallSeconds: 1.25},
 		Isolation: &sandbox.Isolation{Backend: "container", Engine: "podman", Image: &sandbox.Image{Ref: "python:3.13", Digest: "sha256:def"},
 			Mode: "namespaces", Namespaces: []string{"user", "mnt", "net"}, UIDMap: "0 100000 65536", GIDMap: "0 100000 65536",
 			LandlockScoped: []string{"signal"}, SeccompDigest: "sha256:0123", Init: ps, Interpreter: ps,
@@ -337,6 +338,7 @@ func fullCalls() []psych.CallRecord {
 		Decision: psych.Ask, Reason: "destructive tool", Approver: "tty", Approved: new(true),
 		DecisionTime: 2*time.Second + 345, Started: base.Add(time.Second), Duration: 17*time.Millisecond + 3,
 		Outcome: psych.OutcomeError, Value: json.RawMessage(`[1, {"k": "v"}]`), Error: "permission denied", BytesIn: 19, BytesOut: 42,
+		ArgsTruncated: true, ArgsSHA256: strings.Repeat("ab", 32), ValueTruncated: true, ValueSHA256: strings.Repeat("cd", 32),
 	}
 	denied := c
 	denied.ID, denied.Approved, denied.Outcome = "c-false", new(false), psych.OutcomeDenied

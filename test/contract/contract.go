@@ -618,6 +618,10 @@ func (s *suite) bindingSleep(t *testing.T) {
 	if got := mustJSON(t, res.Value); got != 3.0 {
 		t.Fatalf("sleep returned %#v", got)
 	}
+	// The host's time in the call is the run's, counted apart from its CPU.
+	if u := res.Usage; u == nil || u.HostCallSeconds < 3 || u.HostCallSeconds > res.Duration.Seconds() {
+		t.Fatalf("usage %+v after a 3 s binding call in a %v run: want host_call_seconds from 3 s to the run's duration", u, res.Duration)
+	}
 }
 
 func (s *suite) unknownName(t *testing.T) {

@@ -1,6 +1,7 @@
 package runtimecmd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,12 +28,16 @@ const (
 
 const runsUsage = `usage: psych runs list --store FILE [--json]
        psych runs show --store FILE [--json] ID
-       psych runs replay --store FILE [sandbox flags] ID
+       psych runs replay --store FILE [--network] [--recorded-limits] [sandbox flags] ID
 
 list prints the recorded executions; show prints one (its program, its
-result and its tool calls in order, as a ledger); replay runs its program
-again with every binding call answered from the ledger, and exits 0 when the
-run is reproduced, 1 at the first divergence (printed as {seq, want, got}).
+result and its tool calls in order, as a ledger; what the program wrote is
+escaped); replay runs its program again with every binding call answered
+from the ledger, and exits 0 when the run is reproduced, 1 at the first
+divergence (printed as {seq, want, got}). A replay runs under the default
+limits and without the network, whatever the ledger says: --network grants
+it, --recorded-limits takes the recorded limits where they are below the
+defaults.
 `
 
 // exitDiverged is runs replay's exit code for a divergence; a host fault
@@ -51,7 +56,7 @@ func Runs(args []string, stdout, stderr io.Writer, open func(path string) (Store
 		return exitUsage
 	}
 	var store string
-	var asJSON bool
+	var asJSON, network, recordedLimits bool
 	var newSandbox func() (sandbox.Sandbox, func(), error)
 	fs := flag.NewFlagSet("psych runs "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -61,6 +66,8 @@ func Runs(args []string, stdout, stderr io.Writer, open func(path string) (Store
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
 	case "replay":
 		newSandbox = sandboxFlags(fs)
+		fs.BoolVar(&network, "network", false, "grant the replay the host's network (the recorded grant is not taken)")
+		fs.BoolVar(&recordedLimits, "recorded-limits", false, "run under the recorded limits, each at most the default")
 	default:
 		fmt.Fprintf(stderr, "psych runs: unknown command %q\n%s", args[0], runsUsage)
 		return exitUsage
@@ -97,7 +104,8 @@ func Runs(args []string, stdout, stderr io.Writer, open func(path string) (Store
 	case "show":
 		return runsShow(ctx, st, fs.Arg(0), asJSON, stdout, stderr)
 	}
-	return runsReplay(ctx, st, newSandbox, fs.Arg(0), stdout, stderr)
+	opts := psych.ReplayOptions{Network: network, RecordedLimits: recordedLimits}
+	return runsReplay(ctx, st, newSandbox, fs.Arg(0), opts, stdout, stderr)
 }
 
 // status is an execution's one-word state.
@@ -133,7 +141,7 @@ func runsList(ctx context.Context, st psych.Store, asJSON bool, stdout, stderr i
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tSTARTED\tSTATUS\tPROGRAM")
 	for _, e := range execs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%.60q\n", e.ID, e.Started.Format(time.RFC3339), status(&e), firstLine(e.Code))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%.60q\n", escape(e.ID, true), e.Started.Format(time.RFC3339), escape(status(&e), true), firstLine(e.Code))
 	}
 	w.Flush()
 	return exitOK
@@ -152,6 +160,10 @@ type ledgerCall struct {
 	Value    json.RawMessage `json:"value,omitempty"`
 	Error    string          `json:"error,omitempty"`
 	Duration float64         `json:"duration"`
+	// Set when the record holds only the head of args or value (the
+	// Runtime's record caps): then a JSON string, and the whole's sha256.
+	ArgsSHA256  string `json:"args_sha256,omitempty"`
+	ValueSHA256 string `json:"value_sha256,omitempty"`
 }
 
 func runsShow(ctx context.Context, st psych.Store, id string, asJSON bool, stdout, stderr io.Writer) int {
@@ -170,7 +182,7 @@ func runsShow(ctx context.Context, st psych.Store, id string, asJSON bool, stdou
 	}
 	ledger := []ledgerCall{}
 	for _, c := range calls {
-		ledger = append(ledger, ledgerCall{c.Seq, c.Tool, c.Args, c.Via, c.Parent, c.Decision, c.Approver, c.Outcome, c.Value, c.Error, c.Duration.Seconds()})
+		ledger = append(ledger, ledgerCall{c.Seq, c.Tool, c.Args, c.Via, c.Parent, c.Decision, c.Approver, c.Outcome, c.Value, c.Error, c.Duration.Seconds(), c.ArgsSHA256, c.ValueSHA256})
 	}
 	if asJSON {
 		return encodeJSON(stdout, stderr, struct {
@@ -179,9 +191,10 @@ func runsShow(ctx context.Context, st psych.Store, id string, asJSON bool, stdou
 			Calls     []ledgerCall     `json:"calls"`
 		}{e, status(e), ledger})
 	}
-	fmt.Fprintf(stdout, "execution %s  %s  %s\n", e.ID, e.Started.Format(time.RFC3339), status(e))
-	fmt.Fprintf(stdout, "backend %s %s  python %s\n", e.Backend, e.Engine, e.Interpreter)
-	fmt.Fprintf(stdout, "--- program\n%s", e.Code)
+	// Everything from the ledger is escaped: a program wrote much of it.
+	fmt.Fprintf(stdout, "execution %s  %s  %s\n", escape(e.ID, true), e.Started.Format(time.RFC3339), escape(status(e), true))
+	fmt.Fprintf(stdout, "backend %s %s  python %s\n", escape(e.Backend, true), escape(e.Engine, true), escape(e.Interpreter, true))
+	fmt.Fprintf(stdout, "--- program\n%s", escape(e.Code, false))
 	if !strings.HasSuffix(e.Code, "\n") {
 		fmt.Fprintln(stdout)
 	}
@@ -189,22 +202,23 @@ func runsShow(ctx context.Context, st psych.Store, id string, asJSON bool, stdou
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "SEQ\tTOOL\tARGS\tDECISION\tOUTCOME\tDURATION")
 	for _, c := range ledger {
-		fmt.Fprintf(w, "%d\t%s\t%.80s\t%s\t%s\t%.3fms\n", c.Seq, c.Tool, compact(c.Args), c.Decision, c.Outcome, c.Duration*1000)
+		args, _ := shown(c.Args, 80)
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%.3fms\n", c.Seq, escape(c.Tool, true), args, escape(string(c.Decision), true), escape(c.Outcome, true), c.Duration*1000)
 	}
 	w.Flush()
 	if r := e.Result; r != nil {
 		fmt.Fprintln(stdout, "--- result")
 		if r.Value != nil {
-			fmt.Fprintf(stdout, "value %s\n", r.Value)
+			fmt.Fprintf(stdout, "value %s\n", escape(string(r.Value), true))
 		}
 		if f := r.Failure; f != nil {
-			fmt.Fprint(stdout, f.Traceback)
+			fmt.Fprint(stdout, escape(f.Traceback, false))
 		}
 	}
 	return exitOK
 }
 
-func runsReplay(ctx context.Context, st psych.Store, newSandbox func() (sandbox.Sandbox, func(), error), id string, stdout, stderr io.Writer) int {
+func runsReplay(ctx context.Context, st psych.Store, newSandbox func() (sandbox.Sandbox, func(), error), id string, opts psych.ReplayOptions, stdout, stderr io.Writer) int {
 	sb, closeSandbox, err := newSandbox()
 	if err != nil {
 		return cli.Report(stderr, "psych runs replay", err)
@@ -214,7 +228,7 @@ func runsReplay(ctx context.Context, st psych.Store, newSandbox func() (sandbox.
 	if err != nil {
 		return cli.Report(stderr, "psych runs replay", err)
 	}
-	rep, err := rt.Replay(ctx, id)
+	rep, err := rt.Replay(ctx, id, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "psych runs replay: %v\n", err)
 		if errors.Is(err, psych.ErrNotFound) {
@@ -226,7 +240,7 @@ func runsReplay(ctx context.Context, st psych.Store, newSandbox func() (sandbox.
 		return exitReplayFault
 	}
 	for _, n := range rep.Notes {
-		fmt.Fprintf(stderr, "psych runs replay: note: %s\n", n)
+		fmt.Fprintf(stderr, "psych runs replay: note: %s\n", escape(n, true))
 	}
 	if rep.Divergence != nil {
 		encodeJSON(stdout, stderr, rep.Divergence)
@@ -236,7 +250,20 @@ func runsReplay(ctx context.Context, st psych.Store, newSandbox func() (sandbox.
 	return exitOK
 }
 
-func encodeJSON(stdout, stderr io.Writer, v any) int { return cli.EncodeJSON(stdout, stderr, v) }
+// encodeJSON prints v as JSON with every control and bidi character of
+// its strings as a \u escape (jsonSafe): the ledger's strings are the
+// program's.
+func encodeJSON(stdout, stderr io.Writer, v any) int {
+	var b bytes.Buffer
+	if code := cli.EncodeJSON(&b, stderr, v); code != exitOK {
+		return code
+	}
+	if _, err := stdout.Write(jsonSafe(b.Bytes())); err != nil {
+		fmt.Fprintf(stderr, "psych runs: %v\n", err)
+		return exitHostFault
+	}
+	return exitOK
+}
 
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")

@@ -150,6 +150,10 @@ func newApprover(mode string) (psych.Approver, func(), error) {
 	return nil, nil, fmt.Errorf("--approve %q: want yes, no or ask", mode)
 }
 
+// promptArgsRunes caps the arguments an approval prompt shows; it says how
+// many bytes more there are.
+const promptArgsRunes = 2048
+
 // ttyApprover asks a person on the terminal, one question at a time. One
 // goroutine reads the terminal for the approver's life, so a prompt given
 // up (its context ended) leaves no reader behind to take the next
@@ -202,7 +206,11 @@ func (a *ttyApprover) Approve(ctx context.Context, req psych.ApprovalRequest) (p
 		}
 		break
 	}
-	fmt.Fprintf(a.out, "psych: %s wants to call %s(%s) [%s]. Allow? [y/N] ", req.Call.Via, req.Spec.Name, compact(req.Call.Args), req.Decision.Reason)
+	// The arguments are the canonical form the tool will get (the Runtime
+	// gives every consumer that one), escaped and capped: nothing the
+	// program wrote reaches the terminal as it wrote it.
+	args, _ := shown(req.Call.Args, promptArgsRunes)
+	fmt.Fprintf(a.out, "psych: %s wants to call %s(%s) [%s]. Allow? [y/N] ", escape(string(req.Call.Via), true), escape(req.Spec.Name, true), args, escape(req.Decision.Reason, true))
 	select {
 	case s, ok := <-a.lines:
 		if !ok {

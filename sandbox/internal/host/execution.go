@@ -408,6 +408,12 @@ func (e *Execution) Result(o Outcome) *sandbox.Result {
 		Usage:         o.Usage,
 		Isolation:     o.Isolation,
 	}
+	if t := e.srv.CallTime(); t > 0 {
+		if res.Usage == nil {
+			res.Usage = &sandbox.Usage{}
+		}
+		res.Usage.HostCallSeconds = t.Seconds()
+	}
 	if e.endedAtExit {
 		o.Status = ExitStatus{Code: e.srv.Exit().Code}
 	}

@@ -56,7 +56,14 @@ type Server struct {
 	slow     *time.Timer
 	gen      atomic.Uint64
 	inFlight atomic.Uint64
+
+	// callTime is the host time the run's binding calls took, in ns.
+	callTime atomic.Int64
 }
+
+// CallTime is the host time the run's binding calls have taken, all
+// together (Usage.HostCallSeconds).
+func (s *Server) CallTime() time.Duration { return time.Duration(s.callTime.Load()) }
 
 // NewServer serves req on rw with frames of at most maxFrame bytes.
 func NewServer(rw io.ReadWriter, req *Request, maxFrame int) *Server {
@@ -314,7 +321,9 @@ func cancelled(c *wire.Call) string {
 
 // call runs one binding. Its errors go back to the program as BindingError.
 func (s *Server) call(ctx context.Context, c *wire.Call) *wire.Reply {
+	start := time.Now()
 	out, err := s.bindings.Call(ctx, c.Name, c.Args)
+	s.callTime.Add(int64(time.Since(start)))
 	if err != nil {
 		return errorReply(c, err.Error())
 	}
