@@ -177,7 +177,7 @@ type Store struct {
 
 	mu         sync.Mutex
 	queue      []op
-	queueBytes int       // the payload queued
+	queueBytes int       // the payload queued, and that of the batch being committed
 	first      time.Time // when the oldest queued op was queued
 	urgent     bool      // someone waits: commit without delay
 	closing    bool
@@ -599,8 +599,10 @@ func (s *Store) run() {
 			timer.Reset(wait)
 			continue
 		}
+		// The batch's bytes stay counted until its commit is over, so
+		// the batch and the queue behind it hold maxQueueBytes together.
 		batch := s.queue
-		s.queue, s.queueBytes, s.urgent = nil, 0, false
+		s.queue, s.urgent = nil, false
 		s.mu.Unlock()
 
 		err := s.commit(batch)
@@ -619,7 +621,6 @@ func (s *Store) run() {
 				for _, o := range batch {
 					if o.wait == nil {
 						kept = append(kept, o)
-						s.queueBytes += o.size
 					} else {
 						done = append(done, o)
 					}
@@ -629,6 +630,9 @@ func (s *Store) run() {
 				}
 				s.queue = append(kept, s.queue...)
 			}
+		}
+		for _, o := range done {
+			s.queueBytes -= o.size
 		}
 		s.done += int64(len(done))
 		close(s.progress)
