@@ -5,6 +5,7 @@ package container
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,6 +226,11 @@ func TestInitEnvChecked(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		// Until the execve is done, the child's environment is this test's.
+		waitUntil(t, 10*time.Second, "sleep's execve", func() bool {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
+			return string(b) == "/bin/sleep\x0010\x00"
+		})
 		err := checkInitEnv(cmd.Process.Pid, want)
 		cmd.Process.Kill()
 		cmd.Wait()
