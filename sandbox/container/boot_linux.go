@@ -135,7 +135,8 @@ func unmountBoot(root string) error {
 	return nil
 }
 
-// etc writes the sandbox's /etc files into dir/etc.
+// etc writes the sandbox's /etc files into dir/etc, and an empty
+// preloadList.
 func etc(dir string) error {
 	if err := os.Mkdir(filepath.Join(dir, "etc"), 0o755); err != nil {
 		return err
@@ -145,7 +146,7 @@ func etc(dir string) error {
 			return err
 		}
 	}
-	return nil
+	return os.WriteFile(filepath.Join(dir, preloadList), nil, 0o444)
 }
 
 // neededLibs maps each shared object exe needs (its DT_NEEDED, and theirs)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,7 @@ type cliEngine struct {
 	img    sandbox.Image
 	python string
 	extra  []string
+	unset  []string // the image's environment names, unset in every run (docker)
 }
 
 // allowedExtraFlags are the run flags ExtraRunArgs may carry: none of them
@@ -44,14 +46,34 @@ var allowedExtraFlags = map[string]bool{
 	"--blkio-weight": true, "--runtime": true, "--platform": true,
 }
 
+// psychKeyPrefix starts the label and annotation names psych sets and
+// trusts (ownerLabel, runLabel): ExtraRunArgs may not set any of them.
+const psychKeyPrefix = "io.psych."
+
+// checkExtraArgs takes ExtraRunArgs apart as the engine would: each an
+// allowed flag with its one value (--flag=value, or --flag value). A word
+// that is no flag would end the engine's flags and make psych's own the
+// command's arguments; a label or annotation named io.psych.* would
+// override the owner label that reaping trusts: both are refused.
 func checkExtraArgs(args []string) error {
-	for _, a := range args {
-		if !strings.HasPrefix(a, "-") {
-			continue
+	for i := 0; i < len(args); i++ {
+		name, val, hasVal := strings.Cut(args[i], "=")
+		if !strings.HasPrefix(name, "--") {
+			return fmt.Errorf("%w: ExtraRunArgs: %q is not a flag (each is --flag=value or --flag value)", sandbox.ErrInvalidConfig, args[i])
 		}
-		name, _, _ := strings.Cut(a, "=")
 		if !allowedExtraFlags[name] {
 			return fmt.Errorf("%w: ExtraRunArgs: %s is not among the flags psych lets through (%s)", sandbox.ErrInvalidConfig, name, strings.Join(sortedKeys(allowedExtraFlags), ", "))
+		}
+		if !hasVal {
+			if i+1 == len(args) {
+				return fmt.Errorf("%w: ExtraRunArgs: %s without its value", sandbox.ErrInvalidConfig, name)
+			}
+			i++
+			val = args[i]
+		}
+		key, _, _ := strings.Cut(val, "=")
+		if (name == "--label" || name == "--annotation") && strings.HasPrefix(strings.ToLower(strings.TrimSpace(key)), psychKeyPrefix) {
+			return fmt.Errorf("%w: ExtraRunArgs: %s %s: names under %s are psych's own", sandbox.ErrInvalidConfig, name, key, psychKeyPrefix)
 		}
 	}
 	return nil
@@ -98,26 +120,47 @@ func (e *cliEngine) cmd(ctx context.Context, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// inspect finds the image (never pulling it) and its interpreter.
+// inspect finds the image (never pulling it), its interpreter and what of
+// its config must not reach a run: the names of its environment (unset in
+// each run, so that psych's init starts in psych's environment alone) and
+// its volumes (docker would give each run a writable one: refused).
 func (e *cliEngine) inspect(ctx context.Context, ref, python string) error {
-	format := "{{.Digest}}|{{json .Labels}}"
-	if e.kind == Docker {
-		// docker load keeps no manifest digest: the config's is the image's id.
-		format = "{{.Id}}|{{json .Config.Labels}}"
-	}
-	out, err := e.cmd(ctx, "image", "inspect", "--format", format, ref).Output()
+	out, err := e.cmd(ctx, "image", "inspect", ref).Output()
 	if err != nil {
 		load := fmt.Sprintf("%s %s load -i ARCHIVE", e.kind, strings.Join(e.global, " "))
 		return fmt.Errorf("%w: %s is not in %s's store; import it with `make image` (psych's own) or `%s`, or pull it yourself with `%s pull %s`",
 			ErrImageNotFound, ref, e.kind, load, e.kind, ref)
 	}
-	digest, labels, _ := strings.Cut(strings.TrimSpace(string(out)), "|")
+	var infos []struct {
+		ID, Digest string
+		Config     struct {
+			Env     []string
+			Labels  map[string]string
+			Volumes map[string]struct{}
+		}
+	}
+	if err := json.Unmarshal(out, &infos); err != nil || len(infos) != 1 {
+		return fmt.Errorf("%w: %s image inspect %s: %d images, %v", sandbox.ErrHostFault, e.kind, ref, len(infos), err)
+	}
+	info := infos[0]
+	// docker load keeps no manifest digest: the config's is the image's id.
+	digest := info.Digest
+	if e.kind == Docker {
+		digest = info.ID
+	}
 	e.img = sandbox.Image{Ref: ref, Digest: digest}
-	var l map[string]string
-	json.Unmarshal([]byte(labels), &l)
 	e.python = python
-	if p := l[ImageLabelPython]; p != "" {
+	if p := info.Config.Labels[ImageLabelPython]; p != "" {
 		e.python = p
+	}
+	if e.kind == Docker && len(info.Config.Volumes) > 0 {
+		return fmt.Errorf("%w: image %s declares VOLUME %s: docker would give each run a writable volume outside TmpBytes; psych runs no image volumes (podman ignores them, containerd never makes them): use an image without VOLUME",
+			sandbox.ErrInvalidConfig, ref, strings.Join(sortedKeys(info.Config.Volumes), ", "))
+	}
+	for _, kv := range info.Config.Env {
+		if k, _, _ := strings.Cut(kv, "="); k != "" {
+			e.unset = append(e.unset, k)
+		}
 	}
 	return nil
 }
@@ -125,7 +168,21 @@ func (e *cliEngine) inspect(ctx context.Context, ref, python string) error {
 // args is the run command line: the engine's own flags for psych's spec
 // after ExtraRunArgs, so that psych's win.
 func (e *cliEngine) args(rs *runSpec, tmpDir, shmDir string) []string {
-	a := []string{"run", "--name", rs.id, "--pull=never", "--log-driver=none"}
+	// No health check runs in the container beside psych's init, no image
+	// volume is made, and the init starts in psych's environment alone:
+	// podman unsets every default variable, the image's among them; docker
+	// has no such flag and unsets each of the image's by name (--env NAME,
+	// with NAME kept out of the CLI's own environment: see runCmd).
+	a := []string{"run", "--name", rs.id, "--pull=never", "--log-driver=none", "--no-healthcheck"}
+	if e.kind == Podman {
+		a = append(a, "--unsetenv-all", "--image-volume=ignore")
+	} else {
+		for _, k := range e.unset {
+			if !slices.ContainsFunc(rs.env, func(kv string) bool { return strings.HasPrefix(kv, k+"=") }) {
+				a = append(a, "--env", k)
+			}
+		}
+	}
 	for _, k := range sortedKeys(rs.labels) {
 		a = append(a, "--label", k+"="+rs.labels[k])
 	}
@@ -186,6 +243,12 @@ func (e *cliEngine) start(ctx context.Context, rs *runSpec) (task, error) {
 		}
 	}
 	t.cmd = e.cmd(context.WithoutCancel(ctx), e.args(rs, tmpDir, shmDir)...)
+	// docker's --env NAME unsets NAME only where the CLI's own environment
+	// has no NAME (it would pass the CLI's value on).
+	t.cmd.Env = slices.DeleteFunc(t.cmd.Env, func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(e.unset, k)
+	})
 	t.cmd.Stdout, t.cmd.Stderr = rs.stdout, &prefixed{w: rs.stderr, head: &t.head, mu: &t.mu}
 	if err := t.cmd.Start(); err != nil {
 		t.unmount()
@@ -306,7 +369,7 @@ func (t *cliTask) remove(ctx context.Context) error {
 				<-t.exited
 			}
 		}
-		out, err := t.e.cmd(ctx, "rm", "-f", t.id).CombinedOutput()
+		out, err := t.e.cmd(ctx, "rm", "-f", "-v", t.id).CombinedOutput()
 		if err != nil && !noSuchContainer(out) {
 			t.err = fmt.Errorf("%s rm: %v: %s", t.e.kind, err, bytes.TrimSpace(out))
 		}
@@ -346,7 +409,7 @@ func (e *cliEngine) reap(ctx context.Context, dead func(string) bool) (int, erro
 		if !ok || !dead(owner) {
 			continue
 		}
-		if out, err := e.cmd(ctx, "rm", "-f", id).CombinedOutput(); err != nil {
+		if out, err := e.cmd(ctx, "rm", "-f", "-v", id).CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Errorf("%s rm %s: %v: %s", e.kind, id, err, bytes.TrimSpace(out)))
 			continue
 		}

@@ -77,7 +77,9 @@ type Config struct {
 	// must then be an id no one on the host uses.
 	RunAs *IDs
 	// ExtraRunArgs go to `podman run` or `docker run` before psych's own
-	// flags, which win.
+	// flags, which win. Only allowlisted flags, each with its one value
+	// (--flag=value or --flag value); a label or annotation under io.psych.
+	// (psych's own, which reaping trusts) is refused at New.
 	ExtraRunArgs []string
 	// SpecOpts are applied to a containerd container's spec before psych's
 	// hardening, which wins.

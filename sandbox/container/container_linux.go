@@ -61,6 +61,9 @@ type hooks struct {
 	// atDispatch runs on a pooled sandbox's netlink socket before its
 	// check at dispatch.
 	atDispatch func(fd int) error
+	// initFilter, where set, is the filter the init loads instead of
+	// psych's (the floor must refuse it).
+	initFilter *seccomp.Filter
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
@@ -681,8 +684,10 @@ func (r *run) attest() {
 }
 
 // floor refuses a run below psych's floor, whatever options said: no
-// capabilities, a seccomp filter, no_new_privs, in both the init and the
-// interpreter, and the network denial verified unless it was granted.
+// capabilities, psych's own seccomp filter (the newest, by digest, read
+// through ptrace) with no other after it, no_new_privs, in both the init and
+// the interpreter; the init started in psych's environment alone; and the
+// network denial verified unless it was granted.
 func (r *run) floor() error {
 	iso := &r.iso
 	for _, p := range []struct {
@@ -700,6 +705,31 @@ func (r *run) floor() error {
 	}
 	if !r.network() && !r.netOK {
 		return fmt.Errorf("the container's network denial is not verified: %w", sandbox.ErrRefused)
+	}
+	if err := checkInitEnv(r.proc.InitPID, reexec.ContainerEnv("")); err != nil {
+		return fmt.Errorf("%w: %w", err, sandbox.ErrRefused)
+	}
+	// "seccomp 2" holds with the engine's filter alone: psych's own must be
+	// the newest in both, by digest, and the interpreter have no filter the
+	// init has not (the same count, as the kernel counts them).
+	want := r.s.filter.Digest()
+	var counts [2]int
+	for i, p := range []struct {
+		name string
+		pid  int
+		st   sandbox.ProcessStatus
+	}{{"init", r.proc.InitPID, iso.Init}, {"interpreter", r.proc.InterpPID, iso.Interpreter}} {
+		n, digest, err := seccompFilters(p.pid)
+		if err != nil {
+			return fmt.Errorf("the container's %s: psych's seccomp filter cannot be verified: %w: %w", p.name, err, sandbox.ErrRefused)
+		}
+		if digest != want || n != p.st.SeccompFilters {
+			return fmt.Errorf("the container's %s lacks psych's seccomp filter: %d filters (status says %d), the newest %s, want %s: %w", p.name, n, p.st.SeccompFilters, digest, want, sandbox.ErrRefused)
+		}
+		counts[i] = n
+	}
+	if counts[0] != counts[1] {
+		return fmt.Errorf("the container's interpreter has %d seccomp filters, its init %d: %w", counts[1], counts[0], sandbox.ErrRefused)
 	}
 	return nil
 }
@@ -743,6 +773,10 @@ func (r *run) release() {
 func (r *run) plan() ([]byte, error) {
 	s := r.s
 	_, python := s.eng.image()
+	filter := s.filter
+	if s.hooks.initFilter != nil {
+		filter = s.hooks.initFilter
+	}
 	p := &reexec.Plan{
 		OuterUID: r.uid, OuterGID: r.gid, InnerUID: r.uid, InnerGID: r.gid,
 		Exe:      python,
@@ -751,7 +785,7 @@ func (r *run) plan() ([]byte, error) {
 		Cwd:      host.Home,
 		Rlimits:  r.rlimits(),
 		Landlock: s.scopes,
-		Seccomp:  s.filter.Bytes(),
+		Seccomp:  filter.Bytes(),
 	}
 	r.env = p.Env
 	r.iso.EnvKeys = host.EnvKeys(p.Env)

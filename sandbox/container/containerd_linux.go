@@ -30,8 +30,8 @@ import (
 const snapshotter = "overlayfs"
 
 // baseVersion names the layout of psych's base snapshot; a new layout
-// makes a new base.
-const baseVersion = "1"
+// makes a new base (2: the mount point of preloadList).
+const baseVersion = "2"
 
 // containerdEngine runs containers through the containerd client, over one
 // connection kept for the Sandbox's life.

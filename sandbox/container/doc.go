@@ -19,7 +19,11 @@
 //     no_new_privs, applies the Landlock scopes, loads psych's own seccomp
 //     filter over the engine's, and starts the interpreter with the
 //     environment built from nothing (what an engine adds, HOSTNAME or
-//     container=podman, never reaches it) and /dev/null as stdin. It
+//     container=podman, never reaches it) and /dev/null as stdin. The init
+//     itself starts in psych's environment alone (podman --unsetenv-all,
+//     docker each image ENV name unset, containerd psych's spec), and an
+//     empty /etc/ld.so.preload of psych's covers the image's: no image
+//     variable or preload list reaches its loader. It
 //     reaps, reports the interpreter's exact wait status, and exits with it,
 //     ending the container; it also exits when the host's end of its socket
 //     closes, so a killed host takes its runs with it.
@@ -39,7 +43,10 @@
 //     capped in bytes and inodes (TmpBytes, TmpInodes; podman, whose tmpfs
 //     options lack the inode cap, gets a tmpfs the host mounted), /dev/shm a
 //     quarter of it, noexec. The sandbox's /etc/passwd, group, hosts and
-//     nsswitch.conf over the image's. No /sys (an empty directory covers
+//     nsswitch.conf and an empty ld.so.preload over the image's. No image
+//     VOLUME (podman ignores them; docker, which would make each run a
+//     writable one, refuses such an image at New) and no HEALTHCHECK
+//     (--no-healthcheck). No /sys (an empty directory covers
 //     what an engine mounts there) and no cgroup file system. /.psych/boot
 //     and those /etc files come from a read-only overlay of the boot
 //     directory that the host mounts for each run (under its scratch
@@ -69,9 +76,12 @@
 //   - An attestation (Result.Isolation) read from the init's and the
 //     interpreter's /proc entries before the start frame is sent, with
 //     backend "container", the engine, and the image's reference and digest.
-//     A run below the floor (an effective capability, no seccomp filter, no
-//     no_new_privs, an id 0, the network denial unverified when it was not
-//     granted) is refused with sandbox.ErrRefused.
+//     A run below the floor (an effective capability, no no_new_privs, an
+//     id 0, the network denial unverified when it was not granted, an init
+//     started with a variable psych did not set, or psych's seccomp filter
+//     not the newest, by digest, of the init's and the interpreter's, read
+//     through ptrace, with the same count in both) is refused with
+//     sandbox.ErrRefused.
 //
 // Images are never pulled: New checks that the engine holds the image and
 // that the image has the interpreter (the label io.psych.python, else
@@ -80,8 +90,9 @@
 // localhost/psych-python:3.11, without a registry.
 //
 // Extra options never lower isolation: ExtraRunArgs may only carry the
-// flags in an allowlist (labels, CPU shares and sets, the runtime), and is
-// placed before psych's own flags; containerd's SpecOpts are applied before
+// flags in an allowlist (labels, CPU shares and sets, the runtime), each
+// with its value, no label or annotation under io.psych., and is placed
+// before psych's own flags; containerd's SpecOpts are applied before
 // psych's spec, which overwrites the process, the mounts, the namespaces,
 // the seccomp profile, the resources and the hooks. The floor is checked on
 // every run whatever the options said.

@@ -21,13 +21,20 @@ var (
 	readonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
 )
 
-// etcTargets are the /etc files psych binds over the image's.
+// preloadList is the dynamic loader's list of objects to load into every
+// program it starts. An empty one of psych's is bound over the image's: the
+// loader that starts psych's init (the host's own, run from /.psych/boot)
+// reads /etc/ld.so.preload of the root it runs in, whatever its options.
+const preloadList = "/etc/ld.so.preload"
+
+// etcTargets are the /etc files psych binds over the image's: the
+// sandbox's (host.EtcFiles) and an empty preloadList.
 func etcTargets() []string {
 	var out []string
 	for _, f := range host.EtcFiles() {
 		out = append(out, f.Path)
 	}
-	return out
+	return append(out, preloadList)
 }
 
 // tmpfsOptions are the options of a capped tmpfs.
