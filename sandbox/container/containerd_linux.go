@@ -190,7 +190,26 @@ func (e *containerdEngine) prepare(ctx context.Context, cfg *Config, python stri
 	if err != nil && !errdefs.IsAlreadyExists(err) {
 		return fmt.Errorf("%w: containerd: commit the base snapshot: %w", sandbox.ErrHostFault, err)
 	}
+	removeOldBases(ctx, sn, e.base, chain.Encoded())
 	return nil
+}
+
+// removeOldBases removes the base snapshots of chain that an earlier
+// layout (baseVersion) made, which nothing uses any more: containerd
+// refuses to remove one that a container still has below it, and that one
+// stays until the next new base.
+func removeOldBases(ctx context.Context, sn snapshots.Snapshotter, base, chain string) {
+	var old []string
+	sn.Walk(ctx, func(_ context.Context, info snapshots.Info) error {
+		if info.Kind == snapshots.KindCommitted && info.Name != base &&
+			strings.HasPrefix(info.Name, "psych-base-") && strings.HasSuffix(info.Name, "-"+chain) {
+			old = append(old, info.Name)
+		}
+		return nil
+	})
+	for _, name := range old {
+		sn.Remove(ctx, name)
+	}
 }
 
 // checkPython picks the interpreter in an existing base.

@@ -122,3 +122,44 @@ func TestInterpreterMissingCLI(t *testing.T) {
 		t.Fatalf("Run with an interpreter the image lacks: %v, %+v; want ErrInvalidConfig naming it", err, res)
 	}
 }
+
+// TestOldBaseRemoved: a base snapshot an earlier layout made (baseVersion)
+// for the same image is removed once New makes the current one, so a new
+// psych leaves no snapshot of the old one behind.
+func TestOldBaseRemoved(t *testing.T) {
+	s := newTestSandbox(t, Containerd, Config{})
+	e := s.eng.(*containerdEngine)
+	ctx, done, err := e.c.WithLease(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done(context.Background())
+	sn := e.c.SnapshotService(snapshotter)
+	base, err := sn.Stat(ctx, e.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := strings.TrimPrefix(e.base, "psych-base-"+baseVersion+"-")
+	old := "psych-base-0-" + chain
+	sn.Remove(ctx, old)
+	key := old + "-prepare"
+	sn.Remove(ctx, key)
+	if _, err := sn.Prepare(ctx, key, base.Parent); err != nil {
+		t.Fatal(err)
+	}
+	if err := sn.Commit(ctx, old, key); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sn.Remove(context.Background(), old) })
+	s.settle()
+	if err := sn.Remove(ctx, e.base); err != nil {
+		t.Fatalf("remove the current base: %v", err)
+	}
+	newTestSandbox(t, Containerd, Config{})
+	if _, err := sn.Stat(ctx, e.base); err != nil {
+		t.Fatalf("New made no base: %v", err)
+	}
+	if _, err := sn.Stat(ctx, old); !errdefs.IsNotFound(err) {
+		t.Errorf("the old layout's base %s: %v; want it removed", old, err)
+	}
+}
