@@ -59,6 +59,12 @@
 //   RLIMIT      u32 resource, u64 soft, u64 hard (only ever lowered)
 //   LANDLOCK    u64 Landlock scope flags (ABI 6): a domain applied after
 //               no_new_privs and before seccomp. Absent: none.
+//   LANDLOCK_FS u64 the file-system accesses that domain handles (ABI 1+):
+//               each is denied but beneath a LANDLOCK_PATH that allows it.
+//   LANDLOCK_PATH u64 allowed accesses, then the path (the rest): opened
+//               O_PATH by the init after the drop to the run ids; one that
+//               does not exist or that they cannot reach is left out
+//               (narrower, never wider). Only with LANDLOCK_FS.
 //   SECCOMP     struct sock_filter[]: loaded last, after no_new_privs
 //   CGROUP_TASKS i32 fd: a v1 cgroup's `tasks` file, opened for writing by
 //               the host; P writes "0" to it before anything else, joining
@@ -127,6 +133,8 @@
 #define PSYCH_TAG_ENV 13
 #define PSYCH_TAG_LANDLOCK 14
 #define PSYCH_TAG_CGROUP_TASKS 15
+#define PSYCH_TAG_LANDLOCK_FS 16
+#define PSYCH_TAG_LANDLOCK_PATH 17
 #define PSYCH_PLAN_MAX_CGROUPS 16
 
 #define PSYCH_MNT_MKDIR 1   /* target, mode */
@@ -204,7 +212,8 @@ struct psych_sync {
 
 // psych_probe_userns is the in-process probe (nsexec.c): 1 when a process
 // with outer ids uid/gid can make a user namespace that grants
-// capabilities, 0 when it cannot, -errno when the probe failed.
-int psych_probe_userns(uint32_t uid, uint32_t gid);
+// capabilities, 0 when it cannot, 2 when it cannot take those ids (each
+// with *why the errno), -errno when the probe failed.
+int psych_probe_userns(uint32_t uid, uint32_t gid, int *why);
 
 #endif

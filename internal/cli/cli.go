@@ -189,6 +189,7 @@ type runFlags struct {
 // sandboxFlags choose and configure the backend (run, runs replay).
 type sandboxFlags struct {
 	requireDenial, requireIsolation, requireCgroup bool
+	allowFallback                                  bool
 	python                                         string
 	backend, engine, image, containerPython        string
 	env                                            envList
@@ -334,7 +335,8 @@ func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.env, "env", "NAME passes this variable from psych's own environment, NAME=VALUE sets it for the run (repeatable)")
 	fs.StringVar(&f.python, "python", "", "interpreter (default: python3 on PATH, resolved to sys.executable)")
 	fs.BoolVar(&f.requireDenial, "require-network-denial", false, "refuse to run unless network denial is verified")
-	fs.BoolVar(&f.requireIsolation, "require-isolation", false, "refuse to run without user namespaces (the full isolation)")
+	fs.BoolVar(&f.requireIsolation, "require-isolation", false, "no effect: runs without user namespaces are refused unless --allow-fallback")
+	fs.BoolVar(&f.allowFallback, "allow-fallback", false, "where no user namespace can be had, run in the fallback (no namespaces, no view; Landlock and seccomp confine files and sockets) instead of refusing")
 	fs.BoolVar(&f.requireCgroup, "require-cgroup", false, "refuse to run without a per-run cgroup")
 	fs.StringVar(&f.backend, "backend", "subprocess", "subprocess or container")
 	fs.StringVar(&f.engine, "engine", "", "container engine: containerd, podman or docker (default: the first reachable)")
@@ -356,10 +358,13 @@ func newSandbox(f *sandboxFlags, eng *Engines) (sandbox.Sandbox, func(), error) 
 			PythonBin:            f.python,
 			EnvAllowlist:         f.env.names(),
 			RequireNetworkDenial: f.requireDenial,
-			RequireIsolation:     f.requireIsolation,
+			AllowFallback:        f.allowFallback,
 			RequireCgroup:        f.requireCgroup,
 			MaxOutputBytes:       int(f.maxOutput),
 		})
+		if errors.Is(err, subprocess.ErrNoUserNamespace) {
+			return nil, nil, fmt.Errorf("%w; --allow-fallback runs it with weaker isolation (no namespaces and no filesystem view: files confined by Landlock where the kernel has it, IPv4 and IPv6 sockets refused without --network), and `psych doctor` says what this host gives", err)
+		}
 		if err != nil {
 			return nil, nil, err
 		}

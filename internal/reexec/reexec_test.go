@@ -364,11 +364,11 @@ func TestProbeForks(t *testing.T) {
 	if uid == 0 {
 		uid, gid = 65534, 65534
 	}
-	ok, err := Probe(uid, gid)
+	ok, _, err := Probe(uid, gid)
 	if err != nil || !ok {
 		t.Fatalf("Probe(%d, %d) = %v, %v; want a user namespace here", uid, gid, ok, err)
 	}
-	if _, err := Probe(0, 0); err == nil {
+	if _, _, err := Probe(0, 0); err == nil {
 		t.Fatal("Probe(0, 0) succeeded; ids 0 must be refused")
 	}
 }

@@ -7,9 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -111,9 +114,37 @@ type fallbackReport struct {
 	Isolation     *sandbox.Isolation
 	NetworkDenied bool
 	Value         string
-	RefusedIso    string
+	Refused       string // New without AllowFallback
+	RefusedIso    bool   // errors.Is(Refused, sandbox.ErrRefused, ErrNoUserNamespace)
 	RefusedNet    string
-	Err           string
+	// Reach is what a fallback run could reach, without and with the
+	// network granted (fallbackReach).
+	Reach, ReachNet map[string]string
+	Err             string
+}
+
+// fallbackReach is a program that tries the host's home directories, a
+// world-readable file in a directory of the host's /tmp, its own TMPDIR
+// and the socket domains, and says what each gave.
+func fallbackReach(secret string) string {
+	return fmt.Sprintf(`import os, socket
+def t(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return type(e).__name__
+def w():
+    p = os.path.join(os.environ["TMPDIR"], "x")
+    with open(p, "w") as f:
+        f.write("x")
+    with open(p) as f:
+        assert f.read() == "x"
+    os.listdir(".")
+{"home": t(lambda: os.listdir("/home")), "secret": t(lambda: open(%q).read()), "tmpdir": t(w),
+ "inet": t(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()),
+ "inet6": t(lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).close()),
+ "unix": t(lambda: socket.socket(socket.AF_UNIX).close())}`, secret)
 }
 
 // fallbackHelper runs inside a user namespace whose max_user_namespaces is
@@ -126,7 +157,19 @@ func fallbackHelper() {
 		rep.Err = err.Error()
 		return
 	}
-	s, err := New(Config{PythonBin: testPython()})
+	// Refused unless asked for, though a root host, with RequireIsolation
+	// (no effect) or without.
+	for _, cfg := range []Config{{PythonBin: testPython()}, {PythonBin: testPython(), RequireIsolation: true}} {
+		rep.RefusedIso = false
+		if _, err := New(cfg); err != nil {
+			rep.Refused = err.Error()
+			rep.RefusedIso = errors.Is(err, sandbox.ErrRefused) && errors.Is(err, ErrNoUserNamespace)
+		}
+		if !rep.RefusedIso {
+			return
+		}
+	}
+	s, err := New(Config{PythonBin: testPython(), AllowFallback: true})
 	if err != nil {
 		rep.Err = err.Error()
 		return
@@ -138,10 +181,40 @@ func fallbackHelper() {
 		return
 	}
 	rep.Isolation, rep.NetworkDenied, rep.Value = res.Isolation, res.NetworkDenied, string(res.Value)
+	dir, err := os.MkdirTemp("", "psych-secret-")
+	if err != nil {
+		rep.Err = err.Error()
+		return
+	}
+	defer os.RemoveAll(dir)
+	secret := filepath.Join(dir, "secret")
+	if err := errors.Join(os.Chmod(dir, 0o755), os.WriteFile(secret, []byte("s"), 0o644)); err != nil {
+		rep.Err = err.Error()
+		return
+	}
+	for _, c := range []struct {
+		network bool
+		out     *map[string]string
+	}{{false, &rep.Reach}, {true, &rep.ReachNet}} {
+		res, err := s.Run(context.Background(), sandbox.Request{Code: fallbackReach(secret), Network: c.network})
+		if err == nil && res.Failure != nil {
+			err = fmt.Errorf("%s: %s", res.Failure.Type, res.Failure.Message)
+		}
+		if err == nil {
+			err = json.Unmarshal(res.Value, c.out)
+		}
+		if err != nil {
+			rep.Err = err.Error()
+			return
+		}
+		if !c.network {
+			rep.Isolation = res.Isolation
+		}
+	}
 	for _, c := range []struct {
 		cfg Config
 		out *string
-	}{{Config{PythonBin: testPython(), RequireIsolation: true}, &rep.RefusedIso}, {Config{PythonBin: testPython(), RequireNetworkDenial: true}, &rep.RefusedNet}} {
+	}{{Config{PythonBin: testPython(), AllowFallback: true, RequireNetworkDenial: true}, &rep.RefusedNet}} {
 		s, err := New(c.cfg)
 		if err == nil {
 			_, err = s.Run(context.Background(), sandbox.Request{Code: "1"})
@@ -170,6 +243,11 @@ func TestFallbackWithoutUserNamespaces(t *testing.T) {
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("helper said %q: %v", out, err)
 	}
+	// Weaker protection is never silent: without AllowFallback, New
+	// refuses, naming it and what the kernel answered.
+	if !rep.RefusedIso || !strings.Contains(rep.Refused, "AllowFallback") || !strings.Contains(rep.Refused, "ENOSPC") {
+		t.Fatalf("New without AllowFallback on a host without user namespaces: %q, want sandbox.ErrRefused and ErrNoUserNamespace naming AllowFallback and ENOSPC", rep.Refused)
+	}
 	if rep.Err != "" {
 		t.Fatalf("helper: %s", rep.Err)
 	}
@@ -185,7 +263,27 @@ func TestFallbackWithoutUserNamespaces(t *testing.T) {
 	if fallbackUID < host.DefaultIDFirst || fallbackUID >= host.DefaultIDFirst+host.DefaultIDCount || st.Seccomp != 2 || st.NoNewPrivs != 1 || strings.Trim(st.CapEff, "0") != "" {
 		t.Fatalf("fallback run: value %s, interpreter %+v", rep.Value, st)
 	}
-	if !strings.Contains(rep.RefusedIso, "isolation is required") || !strings.Contains(rep.RefusedNet, "network denial is required") {
-		t.Fatalf("Require options did not refuse: %q, %q", rep.RefusedIso, rep.RefusedNet)
+	// The fallback confines files with Landlock (where the kernel has it)
+	// and refuses IPv4 and IPv6 sockets unless the network is granted;
+	// the attestation says so, and network_denied stays false.
+	want := map[string]string{"home": "PermissionError", "secret": "PermissionError", "tmpdir": "ok", "inet": "PermissionError", "inet6": "PermissionError", "unix": "ok"}
+	wantNet := map[string]string{"home": "PermissionError", "secret": "PermissionError", "tmpdir": "ok", "inet": "ok", "inet6": "ok", "unix": "ok"}
+	if host.LandlockABI() == 0 {
+		t.Log("this kernel has no Landlock: the fallback's files are not confined here")
+		for _, m := range []map[string]string{want, wantNet} {
+			m["home"], m["secret"] = "ok", "ok"
+		}
+	} else if !slices.ContainsFunc(iso.LandlockFS, func(p string) bool { return strings.HasSuffix(p, ":rw") && strings.HasPrefix(p, "/var/lib/psych/tmp/") }) ||
+		!slices.Contains(iso.LandlockFS, "/usr:rx") || slices.ContainsFunc(iso.LandlockFS, func(p string) bool { return strings.HasPrefix(p, "/home") || strings.HasPrefix(p, "/tmp") }) {
+		t.Errorf("landlock_fs %q: want /usr:rx and the run directory :rw, nothing of /home or /tmp", iso.LandlockFS)
+	}
+	if !maps.Equal(rep.Reach, want) || !maps.Equal(rep.ReachNet, wantNet) {
+		t.Errorf("fallback run reached %v (want %v); with the network %v (want %v)", rep.Reach, want, rep.ReachNet, wantNet)
+	}
+	if !iso.InetRefused || rep.NetworkDenied {
+		t.Errorf("attestation: inet_refused %v, network_denied %v", iso.InetRefused, rep.NetworkDenied)
+	}
+	if !strings.Contains(rep.RefusedNet, "network denial is required") {
+		t.Fatalf("RequireNetworkDenial did not refuse: %q", rep.RefusedNet)
 	}
 }

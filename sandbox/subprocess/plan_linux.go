@@ -62,9 +62,20 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 	if l.Rlimits {
 		p.Rlimits = r.rlimits()
 	}
+	r.filter = s.filter
+	if l.Seccomp && !s.userns {
+		// The fallback: files confined by Landlock, and no IPv4 or IPv6
+		// socket unless the request grants the network.
+		s.fallback.landlock(p, r.dir, r.req != nil && r.req.Network)
+		r.iso.LandlockFS = landlockNames(p.LandlockPaths)
+		if r.req != nil && !r.req.Network {
+			r.filter = s.fallback.noInet
+			r.iso.InetRefused = !s.hooks.noSeccomp
+		}
+	}
 	if l.Seccomp {
 		if !s.hooks.noSeccomp {
-			p.Seccomp = s.filter.Bytes()
+			p.Seccomp = r.filter.Bytes()
 		}
 		p.Landlock = s.landlock
 	}
@@ -173,7 +184,7 @@ func (r *run) attest() {
 	}
 	if r.layers.Seccomp {
 		if !r.s.hooks.noSeccomp {
-			iso.SeccompDigest = r.s.filter.Digest()
+			iso.SeccompDigest = r.filter.Digest()
 		}
 		iso.LandlockScoped = host.ScopeNames(r.s.landlock)
 	}

@@ -49,6 +49,9 @@ type Sandbox struct {
 	view     *view
 	filter   *seccomp.Filter
 	landlock uint64
+	// fallback is what a fallback run gets beyond the above; zero with
+	// user namespaces.
+	fallback fallback
 	hostNS   map[string]string // the host's own namespace links
 	hooks    hooks
 	ids      *host.IDRange // nil: one id for all runs
@@ -159,13 +162,13 @@ func New(cfg Config) (*Sandbox, error) {
 	// first, so that the work on the critical path (the interpreter's
 	// facts, below) is not queued behind it.
 	type probed struct {
-		ok  bool
-		err error
+		ok       bool
+		why, err error
 	}
 	probec := make(chan probed, 1)
 	go func() {
-		ok, err := reexec.Probe(c.RunAs.UID, c.RunAs.GID)
-		probec <- probed{ok, err}
+		ok, why, err := reexec.Probe(c.RunAs.UID, c.RunAs.GID)
+		probec <- probed{ok, why, err}
 	}()
 	go func() {
 		f, err := confinedFilter(c.CacheDir, s.log)
@@ -203,12 +206,14 @@ func New(cfg Config) (*Sandbox, error) {
 	type learned struct {
 		view     *view
 		launcher *bootstrap.Launcher
+		prefixes []string
 		err      error
 	}
 	var l learned
 	{
 		facts, err := learnPython(python, c.CacheDir, s.log)
 		if err == nil {
+			l.prefixes = facts.Prefixes
 			l.view, err = resolveView(python, facts.Prefixes)
 		}
 		if err == nil {
@@ -234,16 +239,17 @@ func New(cfg Config) (*Sandbox, error) {
 	if c.TmpInodes == 0 {
 		c.TmpInodes = DefaultTmpInodes
 	}
-	probeErr := error(nil)
 	pr, m, f := <-probec, <-cgc, <-filter
-	if s.userns, err = pr.ok, pr.err; err != nil {
-		probeErr = fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
-	}
-	if probeErr != nil {
-		return nil, probeErr
-	}
-	if !s.userns {
-		s.log.Warn("psych: no user namespace can be had here; runs take the fallback (rlimits, uid drop, seccomp) with no namespaces, no filesystem view and no network denial")
+	switch s.userns = pr.ok; {
+	case errors.Is(pr.err, reexec.ErrRunIDs):
+		return nil, fmt.Errorf("%w: run as %d:%d: %w", sandbox.ErrInvalidConfig, c.RunAs.UID, c.RunAs.GID, pr.err)
+	case pr.err != nil:
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, pr.err)
+	case !s.userns && !c.AllowFallback:
+		return nil, fmt.Errorf("%w (the kernel answered %v to uid %d): runs would take the fallback, with weaker isolation, which must be asked for (AllowFallback): %w",
+			ErrNoUserNamespace, errnoName(pr.why), c.RunAs.UID, sandbox.ErrRefused)
+	case !s.userns:
+		s.log.Warn("psych: no user namespace can be had here; runs take the fallback, as asked: no namespaces and no filesystem view, but rlimits, the uid drop, seccomp and Landlock where the kernel has it", "why", errnoName(pr.why))
 	}
 	// Every run id must reach its run directory (the init mounts the new
 	// root on it). Through a view, a root host hands the interpreter's trees
@@ -279,6 +285,9 @@ func New(cfg Config) (*Sandbox, error) {
 	if !s.userns {
 		// The fallback runs as host ids from a range: id 0 alone is refused.
 		f.f, f.err = seccomp.DefaultFilter()
+		if f.err == nil {
+			s.fallback, f.err = newFallback(python, l.prefixes)
+		}
 	}
 	if s.filter, err = f.f, f.err; err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
@@ -424,8 +433,6 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 	switch {
 	case s.cfg.RequireCgroup && s.cg == nil:
 		return nil, fmt.Errorf("a cgroup is required but none can be made here (%v): %w", s.cgErr, sandbox.ErrRefused)
-	case s.cfg.RequireIsolation && !s.userns:
-		return nil, fmt.Errorf("isolation is required but no user namespace can be had here: %w", sandbox.ErrRefused)
 	case s.cfg.RequireNetworkDenial && !s.userns:
 		return nil, fmt.Errorf("network denial is required but no network namespace can be made here: %w", sandbox.ErrRefused)
 	case s.cfg.RequireNetworkDenial && req.Network:
@@ -511,8 +518,10 @@ type run struct {
 	netOK bool
 	// pidNS is whether the run got a pid namespace (plan).
 	pidNS bool
-	env   []string // the program's environment, as planned
-	home  string   // HOME, as the program sees it
+	// filter is the seccomp filter the run loads (plan).
+	filter *seccomp.Filter
+	env    []string // the program's environment, as planned
+	home   string   // HOME, as the program sees it
 
 	outR, errR *os.File
 	tmp        *host.TmpfsWatch // the view's /tmp and /dev/shm
@@ -844,4 +853,15 @@ func (r *run) waitEmpty(d time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// errnoName is err with its errno's name: "no space left on device (ENOSPC)".
+func errnoName(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		if n := unix.ErrnoName(errno); n != "" {
+			return fmt.Sprintf("%v (%s)", errno, n)
+		}
+	}
+	return fmt.Sprint(err)
 }

@@ -36,7 +36,7 @@ func newTestSandbox(t *testing.T, cfg Config) *Sandbox {
 
 func TestContract(t *testing.T) {
 	var none string
-	if s := newTestSandbox(t, Config{}); !s.userns {
+	if s := newTestSandbox(t, Config{AllowFallback: true}); !s.userns {
 		// Only where the kernel or a security module forbids user
 		// namespaces; CI's machine has them, and the fallback has tests
 		// of its own (TestFallbackWithoutUserNamespaces).
@@ -48,7 +48,7 @@ func TestContract(t *testing.T) {
 	contract.Run(t, contract.Backend{
 		NoIsolation: none,
 		New: func(t *testing.T, opts contract.Options) sandbox.Sandbox {
-			return newTestSandbox(t, Config{EnvAllowlist: opts.EnvAllowlist})
+			return newTestSandbox(t, Config{EnvAllowlist: opts.EnvAllowlist, AllowFallback: none != ""})
 		},
 		SandboxEnv:   []string{"MALLOC_ARENA_MAX", "LC_ALL"},
 		OneOutsideID: map[bool]string{true: "an unprivileged host has one uid to give its runs: its own"}[os.Geteuid() != 0],
