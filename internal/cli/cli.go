@@ -363,7 +363,7 @@ func newSandbox(f *sandboxFlags, eng *Engines) (sandbox.Sandbox, func(), error) 
 			MaxOutputBytes:       int(f.maxOutput),
 		})
 		if errors.Is(err, subprocess.ErrNoUserNamespace) {
-			return nil, nil, fmt.Errorf("%w; --allow-fallback runs it with weaker isolation (no namespaces and no filesystem view: files confined by Landlock where the kernel has it, IPv4 and IPv6 sockets refused without --network), and `psych doctor` says what this host gives", err)
+			return nil, nil, fmt.Errorf("%w; pass --allow-fallback to run with weaker isolation (no namespaces and no filesystem view: files confined by Landlock where the kernel has it, IPv4 and IPv6 sockets refused without --network); `psych doctor` says what this host gives", err)
 		}
 		if err != nil {
 			return nil, nil, err
@@ -457,7 +457,14 @@ func printHuman(res *sandbox.Result, stdout, stderr io.Writer) {
 		notes = append(notes, fmt.Sprintf("cpu %.3fs, peak memory %s, peak processes %d", u.CPUSeconds, formatBytes(u.PeakMemoryBytes), u.PeakProcesses))
 	}
 	if iso := res.Isolation; iso != nil {
-		notes = append(notes, fmt.Sprintf("isolation %s (cgroup %s)", iso.Mode, iso.Cgroup))
+		var had []string
+		if iso.Mode == "fallback" {
+			had = append(had, map[bool]string{true: "files confined by Landlock", false: "files NOT confined"}[len(iso.LandlockFS) > 0])
+			if iso.InetRefused {
+				had = append(had, "IPv4/IPv6 sockets refused")
+			}
+		}
+		notes = append(notes, fmt.Sprintf("isolation %s (%scgroup %s)", iso.Mode, strings.Join(append(had, ""), ", "), iso.Cgroup))
 	}
 	summary := "ok"
 	if f := res.Failure; f != nil {

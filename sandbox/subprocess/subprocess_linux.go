@@ -246,7 +246,7 @@ func New(cfg Config) (*Sandbox, error) {
 	case pr.err != nil:
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, pr.err)
 	case !s.userns && !c.AllowFallback:
-		return nil, fmt.Errorf("%w (the kernel answered %v to uid %d): runs would take the fallback, with weaker isolation, which must be asked for (AllowFallback): %w",
+		return nil, fmt.Errorf("%w (the kernel answered %v to uid %d); the fallback, with weaker isolation, must be asked for (Config.AllowFallback): %w",
 			ErrNoUserNamespace, errnoName(pr.why), c.RunAs.UID, sandbox.ErrRefused)
 	case !s.userns:
 		s.log.Warn("psych: no user namespace can be had here; runs take the fallback, as asked: no namespaces and no filesystem view, but rlimits, the uid drop, seccomp and Landlock where the kernel has it", "why", errnoName(pr.why))
