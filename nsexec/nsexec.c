@@ -95,6 +95,7 @@ struct plan {
 	char *seccomp;
 	size_t seccomplen;
 	uint64_t landlock, landlock_fs;
+	int rootns; // run() made the namespaces as root, without a user namespace
 	struct llpath *llpaths;
 	size_t nllpath;
 	int32_t cgtasks[PSYCH_PLAN_MAX_CGROUPS];
@@ -710,6 +711,17 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 	if (syscall(SYS_close_range, PSYCH_FD_PLAN, ~0U, 0) < 0)
 		fail(errno, "close_range");
 	step = PSYCH_STEP_IDS;
+	if (pl->rootns) {
+		// Still root (namespaces without a user namespace): the bounding
+		// set goes while the privilege to drop it is there.
+		step = PSYCH_STEP_CAPS;
+		for (int c = 0; c <= 63; c++)
+			if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+				fail(errno, "drop bounding cap %d", c);
+		step = PSYCH_STEP_IDS;
+		if (setgroups(0, NULL) < 0)
+			fail(errno, "setgroups");
+	}
 	if (setresgid(pl->inner_gid, pl->inner_gid, pl->inner_gid) < 0)
 		fail(errno, "setresgid %u", pl->inner_gid);
 	if (setresuid(pl->inner_uid, pl->inner_uid, pl->inner_uid) < 0)
@@ -881,7 +893,21 @@ __attribute__((noreturn)) static void run(void)
 	step = PSYCH_STEP_IDS;
 	if (pl.outer_uid == 0 || pl.outer_gid == 0)
 		fail(EPERM, "outer uid/gid 0 is never used");
-	if (geteuid() == 0) {
+	// A root host without user namespaces: the namespaces are made as root,
+	// and the init builds the view as root, then drops straight to the run
+	// ids (the inner ids are the outer ones), before anything of the
+	// program runs.
+	int rootns = pl.rootns = geteuid() == 0 && pl.flags && !(pl.flags & CLONE_NEWUSER);
+	if (rootns && (pl.inner_uid != pl.outer_uid || pl.inner_gid != pl.outer_gid))
+		fail(EINVAL, "plan: namespaces without a user namespace need inner ids equal to the outer ones");
+	if (rootns) {
+		if (setgroups(0, NULL) < 0)
+			fail(errno, "setgroups");
+		pdeathsig();
+		step = PSYCH_STEP_NAMESPACES;
+		if (unshare(pl.flags) < 0)
+			fail(errno, "unshare namespaces %#llx", (unsigned long long)pl.flags);
+	} else if (geteuid() == 0) {
 		// A root host starts this process as root only so that it can exec
 		// the host binary; the outer run ids are taken at once.
 		// Where setgroups is denied (a user namespace), having none is enough.
@@ -892,7 +918,7 @@ __attribute__((noreturn)) static void run(void)
 		if (setresuid(pl.outer_uid, pl.outer_uid, pl.outer_uid) < 0)
 			fail(errno, "setresuid %u", pl.outer_uid);
 	}
-	if (geteuid() != pl.outer_uid || getegid() != pl.outer_gid)
+	if (!rootns && (geteuid() != pl.outer_uid || getegid() != pl.outer_gid))
 		fail(EPERM, "running as %u:%u, want %u:%u", geteuid(), getegid(), pl.outer_uid, pl.outer_gid);
 	pdeathsig();
 	if (pl.flags & CLONE_NEWUSER) {

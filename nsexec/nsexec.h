@@ -46,7 +46,10 @@
 //   NAMESPACES  u64 clone flags to unshare; CLONE_NEWUSER first, then the
 //               rest after P mapped INNER_IDS onto OUTER_IDS in it (one id
 //               each, setgroups denied: a process may map its own ids).
-//               0: no namespaces.
+//               0: no namespaces. Without CLONE_NEWUSER, a root P makes
+//               them as root, and the init stays root through the mounts
+//               and drops straight to the outer ids (INNER_IDS must equal
+//               them), the bounding set first.
 //   HOSTNAME    string
 //   ROOT        string: the empty host directory the new root is built on
 //   ROOT_DATA   string: tmpfs options for the new root

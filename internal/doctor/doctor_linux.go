@@ -849,7 +849,7 @@ func checkFallback(ctx context.Context, h *host) Check {
 		files = "files NOT confined (this kernel has no Landlock): the program reaches what the run uid can, the host's home directories included"
 	}
 	if h.userns {
-		c.Found = fmt.Sprintf("not taken here (runs get user namespaces); where none can be had, runs are refused unless --allow-fallback, which runs with no namespaces and no view: %s; IPv4 and IPv6 sockets refused by seccomp unless --network", files)
+		c.Found = fmt.Sprintf("not taken here (runs get user namespaces); where none can be had, runs are refused unless --allow-fallback, which runs with no user namespace: a root host that can still makes the network, pid, ipc, uts, mount and cgroup namespaces and the view, as root; else no namespaces and no view, with %s, and IPv4 and IPv6 sockets refused by seccomp unless --network", files)
 		return c
 	}
 	c.Status = Warn
@@ -883,15 +883,26 @@ func fallbackFound(c Check, res *sandbox.Result, files string) Check {
 		c.Found = fmt.Sprintf("the fallback's execution failed: %+v", res.Failure)
 		return c
 	}
-	if len(iso.LandlockFS) == 0 {
+	viewed := iso.RootMount == "own:tmpfs"
+	switch {
+	case viewed:
+		files = "files confined by the filesystem view"
+	case len(iso.LandlockFS) == 0:
 		files = "files NOT confined (no Landlock domain): the program reaches what the run uid can, the host's home directories included"
 	}
 	inet := "IPv4 and IPv6 sockets refused by seccomp unless --network"
-	if !iso.InetRefused {
+	switch {
+	case res.NetworkDenied:
+		inet = "a verified network denial (a network namespace of its own)"
+	case !iso.InetRefused:
 		inet = "IPv4 and IPv6 sockets NOT refused"
 	}
-	c.Found = fmt.Sprintf("runs are refused unless --allow-fallback; with it, one execution in %s had mode %s: no namespaces, no filesystem view, no verified network denial; uid %v, seccomp %d, no_new_privs %d, cap_eff %s, cgroup %s; %s (listing /home: %s); %s (an IPv4 socket: %s)",
-		ms(res.Duration), iso.Mode, iso.Interpreter.UID, iso.Interpreter.Seccomp, iso.Interpreter.NoNewPrivs, iso.Interpreter.CapEff, iso.Cgroup,
+	ns := "no namespaces, no filesystem view, no verified network denial"
+	if len(iso.Namespaces) > 0 {
+		ns = "namespaces " + strings.Join(iso.Namespaces, ",") + map[bool]string{true: " and the filesystem view", false: ", no filesystem view"}[viewed] + ", no user namespace"
+	}
+	c.Found = fmt.Sprintf("runs are refused unless --allow-fallback; with it, one execution in %s had mode %s: %s; uid %v, seccomp %d, no_new_privs %d, cap_eff %s, cgroup %s; %s (listing /home: %s); %s (an IPv4 socket: %s)",
+		ms(res.Duration), iso.Mode, ns, iso.Interpreter.UID, iso.Interpreter.Seccomp, iso.Interpreter.NoNewPrivs, iso.Interpreter.CapEff, iso.Cgroup,
 		files, reach["home"], inet, reach["inet"])
 	return c
 }

@@ -74,8 +74,12 @@
 // Where no user namespace can be had (user.max_user_namespaces=0, Ubuntu's
 // AppArmor restriction), probed once at New, whatever errno the kernel
 // gives, New refuses (sandbox.ErrRefused, ErrNoUserNamespace), root host or
-// not, unless Config.AllowFallback asks for the fallback: the same init
-// with no namespaces and no view (the working directory, HOME and TMPDIR
+// not, unless Config.AllowFallback asks for the fallback. A root host that
+// can make them without a user namespace still gets the network, pid, ipc,
+// uts, mount and cgroup namespaces and the view: the init builds it as
+// root, drops the bounding set and takes the run's outside ids (unmapped),
+// and the network denial is verified. Elsewhere the fallback is the same
+// init with no namespaces and no view (the working directory, HOME and TMPDIR
 // are a per-run directory under TmpBase, which also holds the compiled
 // bootstrap, read-only), but with the rlimits, the uid drop, no
 // capabilities, no_new_privs, Landlock and seccomp. Where the kernel has

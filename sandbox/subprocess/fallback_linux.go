@@ -5,8 +5,12 @@ package subprocess
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
@@ -30,7 +34,42 @@ type fallback struct {
 	netPaths []reexec.LandlockPath
 	// noInet is psych's filter with AF_INET and AF_INET6 refused.
 	noInet *seccomp.Filter
+	// rootNS: a root host that makes the network, pid, ipc, uts, mount and
+	// cgroup namespaces without a user namespace, and builds the view.
+	rootNS bool
 }
+
+// rootNamespaces reports why this process cannot make a run's namespaces
+// without a user namespace and hand it the interpreter's trees (nil where
+// it can): it clones a tree, as a view's binds do, and starts `true` in
+// new network, pid, ipc, uts, mount and cgroup namespaces.
+func rootNamespaces() error {
+	if testNoUserns {
+		return nil // psych's own test on a root host with user namespaces
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, "/", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("open_tree: %w", err)
+	}
+	unix.Close(fd)
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		truePath = "/bin/true"
+	}
+	cmd := exec.Command(truePath)
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: unix.CLONE_NEWNET | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP,
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("namespaces without a user namespace: %w", err)
+	}
+	return nil
+}
+
+// testNoUserns makes New take the fallback as if the probe had found no
+// user namespace: set by the package's tests only, before New.
+var testNoUserns bool
 
 // fallbackDevices are the /dev nodes a run gets, as in a view.
 var fallbackDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}

@@ -287,3 +287,70 @@ func TestFallbackWithoutUserNamespaces(t *testing.T) {
 		t.Fatalf("RequireNetworkDenial did not refuse: %q", rep.RefusedNet)
 	}
 }
+
+// TestFallbackRootNamespaces: a root host without user namespaces (played
+// here by testNoUserns on a root host, as the kernel's refusal cannot be
+// had without changing the machine's own sysctl) still makes the network,
+// pid, ipc, uts, mount and cgroup namespaces and builds the view, as root,
+// and the program runs under its outside ids with no capabilities: it sees
+// the view's root, not the host's, its network denial is verified, and the
+// attestation says fallback with the namespaces it had.
+func TestFallbackRootNamespaces(t *testing.T) {
+	requireRoot(t)
+	testNoUserns = true
+	s, err := New(Config{PythonBin: testPython(), AllowFallback: true})
+	testNoUserns = false
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.userns || !s.fallback.rootNS {
+		t.Fatalf("userns %v, rootNS %v: want the fallback with namespaces", s.userns, s.fallback.rootNS)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	code := fmt.Sprintf(`import os, socket
+def t(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return type(e).__name__
+with open(os.path.join(os.environ["TMPDIR"], "x"), "w") as f:
+    f.write("x")
+[sorted(os.listdir("/")), socket.gethostname(), os.getuid(), os.getpid(), os.environ["HOME"],
+ t(lambda: socket.create_connection(("127.0.0.1", %d), timeout=2).close()), open("/etc/passwd").read().count(":%%d:" %% os.getuid())]`,
+		ln.Addr().(*net.TCPAddr).Port)
+	res, err := s.Run(context.Background(), sandbox.Request{Code: code})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failure != nil {
+		t.Fatalf("%s: %s\n%s", res.Failure.Type, res.Failure.Message, res.Stderr)
+	}
+	var v []any
+	if err := json.Unmarshal(res.Value, &v); err != nil || len(v) != 7 {
+		t.Fatalf("value %s: %v", res.Value, err)
+	}
+	root := fmt.Sprint(v[0])
+	uid := int(v[2].(float64))
+	if strings.Contains(root, "root") || strings.Contains(root, "home") || strings.Contains(root, "var") || !strings.Contains(root, "usr") ||
+		v[1] != sandboxHost || uid < int(host.DefaultIDFirst) || v[3].(float64) > 3 || v[4] != sandboxHome || v[5] == "ok" || v[6].(float64) != 1 {
+		t.Errorf("the program saw / %s, hostname %v, uid %v, pid %v, HOME %v, a host listener %v, itself in /etc/passwd %v times", root, v[1], v[2], v[3], v[4], v[5], v[6])
+	}
+	iso := res.Isolation
+	if iso.Mode != "fallback" || !res.NetworkDenied || iso.InetRefused || len(iso.LandlockFS) != 0 ||
+		!slices.Equal(iso.Namespaces, []string{"mnt", "net", "pid", "ipc", "uts", "cgroup"}) || iso.RootMount != "own:tmpfs" {
+		t.Errorf("network_denied %v, attestation %+v", res.NetworkDenied, iso)
+	}
+	st := iso.Interpreter
+	if strings.Trim(st.CapEff, "0") != "" || strings.Trim(st.CapBnd, "0") != "" || st.NoNewPrivs != 1 || st.Seccomp != 2 || slices.Contains(st.UID, 0) {
+		t.Errorf("interpreter %+v", st)
+	}
+	if s.hostUID == 0 && iso.Init.UID[0] == 0 {
+		t.Errorf("the init still root after the setup: %+v", iso.Init)
+	}
+}

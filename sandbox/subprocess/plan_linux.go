@@ -62,13 +62,34 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 	if l.Rlimits {
 		p.Rlimits = r.rlimits()
 	}
+	home := r.dir
+	var trees []*os.File
+	// A root host without user namespaces still makes the others, as root,
+	// and the run keeps its outer ids inside (fallback.rootNS).
+	if s.userns && l.UserNS || s.fallback.rootNS {
+		if s.userns {
+			p.InnerUID, p.InnerGID = sandboxUID, sandboxGID
+			p.Namespaces = unix.CLONE_NEWUSER
+		}
+		if l.NetNS && (r.req == nil || !r.req.Network) {
+			p.Namespaces |= unix.CLONE_NEWNET
+		}
+		if l.PidIpcUts {
+			p.Namespaces |= unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
+			p.Hostname = sandboxHost
+			r.pidNS = true
+		}
+	}
 	r.filter = s.filter
 	if l.Seccomp && !s.userns {
-		// The fallback: files confined by Landlock, and no IPv4 or IPv6
-		// socket unless the request grants the network.
-		s.fallback.landlock(p, r.dir, r.req != nil && r.req.Network)
-		r.iso.LandlockFS = landlockNames(p.LandlockPaths)
-		if r.req != nil && !r.req.Network {
+		// The fallback: files confined by Landlock where no view confines
+		// them, and no IPv4 or IPv6 socket where the request does not grant
+		// the network and no network namespace denies it.
+		if !r.viewed() {
+			s.fallback.landlock(p, r.dir, r.req != nil && r.req.Network)
+			r.iso.LandlockFS = landlockNames(p.LandlockPaths)
+		}
+		if r.req != nil && !r.req.Network && p.Namespaces&unix.CLONE_NEWNET == 0 {
 			r.filter = s.fallback.noInet
 			r.iso.InetRefused = !s.hooks.noSeccomp
 		}
@@ -78,20 +99,6 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 			p.Seccomp = r.filter.Bytes()
 		}
 		p.Landlock = s.landlock
-	}
-	home := r.dir
-	var trees []*os.File
-	if s.userns && l.UserNS {
-		p.InnerUID, p.InnerGID = sandboxUID, sandboxGID
-		p.Namespaces = unix.CLONE_NEWUSER
-		if l.NetNS && (r.req == nil || !r.req.Network) {
-			p.Namespaces |= unix.CLONE_NEWNET
-		}
-		if l.PidIpcUts {
-			p.Namespaces |= unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
-			p.Hostname = sandboxHost
-			r.pidNS = true
-		}
 	}
 	if r.viewed() {
 		home = sandboxHome
@@ -104,6 +111,19 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 		p.Mounts, trees, err = s.view.mounts(r.dir, s.hostUID == 0, s.cfg.TmpBytes, s.cfg.TmpInodes, s.cfg.TmpBytes/4)
 		if err != nil {
 			return nil, nil, err
+		}
+		if !s.userns {
+			// No user namespace maps the program to the sandbox user: it
+			// finds itself in /etc/passwd under its own outer ids.
+			etc := map[string]string{}
+			for _, f := range host.EtcFilesFor(r.uid, r.gid) {
+				etc[f.Path] = f.Content
+			}
+			for i, m := range p.Mounts {
+				if c, ok := etc[m.Target]; ok && m.Kind == reexec.File {
+					p.Mounts[i].Data = []byte(c)
+				}
+			}
 		}
 		// The compiled bootstrap is a file of the view, not an argument.
 		p.Mounts = append(p.Mounts,
@@ -123,10 +143,11 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 }
 
 // viewed reports whether the run gets the filesystem view: a mount
-// namespace, which needs the user and pid namespaces.
+// namespace, which needs the user and pid namespaces, or a root host
+// making them without a user namespace (fallback.rootNS).
 func (r *run) viewed() bool {
 	l := r.layers
-	return r.s.userns && l.UserNS && l.PidIpcUts && l.Mount
+	return (r.s.userns && l.UserNS || r.s.fallback.rootNS) && l.PidIpcUts && l.Mount
 }
 
 // environ is the child's environment, built from nothing: in a pooled run

@@ -240,6 +240,9 @@ func New(cfg Config) (*Sandbox, error) {
 		c.TmpInodes = DefaultTmpInodes
 	}
 	pr, m, f := <-probec, <-cgc, <-filter
+	if testNoUserns {
+		pr.ok, pr.why = false, syscall.ENOSPC
+	}
 	switch s.userns = pr.ok; {
 	case errors.Is(pr.err, reexec.ErrRunIDs):
 		return nil, fmt.Errorf("%w: run as %d:%d: %w", sandbox.ErrInvalidConfig, c.RunAs.UID, c.RunAs.GID, pr.err)
@@ -248,6 +251,14 @@ func New(cfg Config) (*Sandbox, error) {
 	case !s.userns && !c.AllowFallback:
 		return nil, fmt.Errorf("%w (the kernel answered %v to uid %d); the fallback, with weaker isolation, must be asked for (Config.AllowFallback): %w",
 			ErrNoUserNamespace, errnoName(pr.why), c.RunAs.UID, sandbox.ErrRefused)
+	case !s.userns && s.hostUID == 0 && l.err == nil:
+		// A root host makes the other namespaces and the view without one.
+		if err := rootNamespaces(); err != nil {
+			s.log.Warn("psych: no user namespace can be had here; runs take the fallback, as asked: no namespaces and no filesystem view, but rlimits, the uid drop, seccomp and Landlock where the kernel has it", "why", errnoName(pr.why), "no_namespaces", err)
+			break
+		}
+		s.fallback.rootNS = true
+		s.log.Warn("psych: no user namespace can be had here; runs take the fallback, as asked: network, pid, ipc, uts, mount and cgroup namespaces and the view made as root, the program under its outside ids with no mapping, rlimits, seccomp", "why", errnoName(pr.why))
 	case !s.userns:
 		s.log.Warn("psych: no user namespace can be had here; runs take the fallback, as asked: no namespaces and no filesystem view, but rlimits, the uid drop, seccomp and Landlock where the kernel has it", "why", errnoName(pr.why))
 	}
@@ -259,7 +270,7 @@ func New(cfg Config) (*Sandbox, error) {
 	// reach, every one may: only it is checked.
 	{
 		uid, gid := c.RunAs.UID, c.RunAs.GID
-		if s.userns && s.hostUID == 0 {
+		if (s.userns || s.fallback.rootNS) && s.hostUID == 0 {
 			if err := checkOthersExec(python); err != nil {
 				return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 			}
@@ -278,6 +289,8 @@ func New(cfg Config) (*Sandbox, error) {
 		if l.err != nil {
 			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, l.err)
 		}
+	}
+	if s.userns || s.fallback.rootNS {
 		s.view, s.launcher = l.view, l.launcher
 	}
 	s.landlock = host.LandlockScopes()
@@ -286,7 +299,9 @@ func New(cfg Config) (*Sandbox, error) {
 		// The fallback runs as host ids from a range: id 0 alone is refused.
 		f.f, f.err = seccomp.DefaultFilter()
 		if f.err == nil {
+			rootNS := s.fallback.rootNS
 			s.fallback, f.err = newFallback(python, l.prefixes)
+			s.fallback.rootNS = rootNS
 		}
 	}
 	if s.filter, err = f.f, f.err; err != nil {
@@ -433,7 +448,7 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 	switch {
 	case s.cfg.RequireCgroup && s.cg == nil:
 		return nil, fmt.Errorf("a cgroup is required but none can be made here (%v): %w", s.cgErr, sandbox.ErrRefused)
-	case s.cfg.RequireNetworkDenial && !s.userns:
+	case s.cfg.RequireNetworkDenial && !s.userns && !s.fallback.rootNS:
 		return nil, fmt.Errorf("network denial is required but no network namespace can be made here: %w", sandbox.ErrRefused)
 	case s.cfg.RequireNetworkDenial && req.Network:
 		return nil, fmt.Errorf("network denial is required but the request grants the network: %w", sandbox.ErrRefused)
@@ -825,7 +840,7 @@ func (r *run) killTree() {
 // setsid'd straggler may hold them open, so they are closed after a grace.
 func (r *run) teardown() {
 	outR, errR := r.outR, r.errR
-	if r.s.userns {
+	if r.s.userns || r.pidNS {
 		return
 	}
 	if r.cg != nil {
