@@ -141,7 +141,7 @@ type IDsError struct {
 }
 
 func (e *IDsError) Error() string {
-	return fmt.Sprintf("ids %d:%d cannot be taken here: %v", e.UID, e.GID, e.Errno)
+	return fmt.Sprintf("take ids %d:%d: %v", e.UID, e.GID, e.Errno)
 }
 
 func (e *IDsError) Unwrap() error { return e.Errno }

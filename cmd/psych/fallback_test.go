@@ -26,6 +26,11 @@ import (
 // namespace chain, so the host's own stays untouched): a host where no
 // user namespace can be had. As uid, through setpriv, unless uid is 0.
 func noUserns(t *testing.T, bin, home string, uid int, program string, args ...string) (stdout, stderr string, code int) {
+	return noUsernsMapped(t, bin, home, uid, 65536, program, args...)
+}
+
+// noUsernsMapped is noUserns with the ids 0 to mapped-1 mapped.
+func noUsernsMapped(t *testing.T, bin, home string, uid, mapped int, program string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	drop := ""
 	if uid != 0 {
@@ -37,8 +42,8 @@ func noUserns(t *testing.T, bin, home string, uid int, program string, args ...s
 	cmd.Stdin = strings.NewReader(program)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:                 syscall.CLONE_NEWUSER,
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}},
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: mapped}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: mapped}},
 		GidMappingsEnableSetgroups: true,
 	}
 	var o, e bytes.Buffer
@@ -147,6 +152,17 @@ def own():
 			if uid == user && !slices.Equal(iso.Interpreter.UID, []int{user, user, user, user}) {
 				t.Errorf("uid %d: the program ran as %v", uid, iso.Interpreter.UID)
 			}
+		}
+	}
+
+	// A root host whose user namespace maps none of the run's ids (uid 0
+	// alone): a configuration error that says so, never a host fault,
+	// whatever the probe's child was answered.
+	for _, extra := range [][]string{nil, {"--allow-fallback"}} {
+		args := append([]string{"run", "--json", "--python", testPython()}, append(extra, "-")...)
+		out, errOut, code := noUsernsMapped(t, bin, dir, 0, 1, program, args...)
+		if code != 2 || strings.Contains(errOut, "host fault") || !strings.Contains(errOut, "run as 65534:65534") {
+			t.Errorf("root with uid 0 alone mapped, psych run %v: exit %d (want 2, the run ids named)\nstdout: %s\nstderr: %s", extra, code, out, errOut)
 		}
 	}
 

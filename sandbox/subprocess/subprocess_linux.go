@@ -245,7 +245,7 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	switch s.userns = pr.ok; {
 	case errors.Is(pr.err, reexec.ErrRunIDs):
-		return nil, fmt.Errorf("%w: run as %d:%d: %w", sandbox.ErrInvalidConfig, c.RunAs.UID, c.RunAs.GID, pr.err)
+		return nil, fmt.Errorf("%w: run as %d:%d (map them into this user namespace, or set RunAs to ids it maps): %w", sandbox.ErrInvalidConfig, c.RunAs.UID, c.RunAs.GID, pr.err)
 	case pr.err != nil:
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, pr.err)
 	case !s.userns && !c.AllowFallback:
