@@ -716,7 +716,7 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 		// set goes while the privilege to drop it is there.
 		step = PSYCH_STEP_CAPS;
 		for (int c = 0; c <= 63; c++)
-			if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+			if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL && errno != EPERM)
 				fail(errno, "drop bounding cap %d", c);
 		step = PSYCH_STEP_IDS;
 		if (setgroups(0, NULL) < 0)
@@ -909,7 +909,17 @@ __attribute__((noreturn)) static void run(void)
 			fail(errno, "unshare namespaces %#llx", (unsigned long long)pl.flags);
 	} else if (geteuid() == 0) {
 		// A root host starts this process as root only so that it can exec
-		// the host binary; the outer run ids are taken at once.
+		// the host binary; the outer run ids are taken at once. Without a
+		// user namespace (whose init gets a bounding set of its own), the
+		// bounding set goes first, while the privilege to drop it is there.
+		// (A root without CAP_SETPCAP keeps it: the attestation shows it.)
+		if (!(pl.flags & CLONE_NEWUSER)) {
+			step = PSYCH_STEP_CAPS;
+			for (int c = 0; c <= 63; c++)
+				if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL && errno != EPERM)
+					fail(errno, "drop bounding cap %d", c);
+			step = PSYCH_STEP_IDS;
+		}
 		// Where setgroups is denied (a user namespace), having none is enough.
 		if (setgroups(0, NULL) < 0 && getgroups(0, NULL) != 0)
 			fail(errno, "setgroups");

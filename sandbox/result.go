@@ -170,7 +170,8 @@ type Isolation struct {
 	LandlockScoped []string `json:"landlock_scoped"`
 	// LandlockFS lists, in a fallback run confined by Landlock (ABI 1+),
 	// the only paths the program may reach, each "PATH:r" (read), "PATH:rx"
-	// (and execute) or "PATH:rw" (and write); empty where files are not
+	// (and execute) or "PATH:rw" (and write), its own directory (HOME,
+	// TMPDIR, the working directory) as "$HOME"; empty where files are not
 	// confined (a view confines them, or the kernel lacks Landlock).
 	LandlockFS []string `json:"landlock_fs,omitempty"`
 	// InetRefused says the filter refused IPv4 and IPv6 sockets: a

@@ -84,10 +84,11 @@
 // bootstrap, read-only), but with the rlimits, the uid drop, no
 // capabilities, no_new_privs, Landlock and seccomp. Where the kernel has
 // Landlock (ABI 1+) the program reaches only the interpreter's trees, the
-// host files a view also hands in (the loader's cache, the network
-// databases, the trust store; the resolver's files when the request grants
-// the network), its own directory (read and write, no execute) and the
-// /dev nodes a view has: not the host's home directories, /tmp or /proc.
+// host files a view also hands in or makes its own of (the loader's cache,
+// the network databases, the trust store, passwd, group, hosts,
+// nsswitch.conf; resolv.conf when the request grants the network), its own
+// directory (read and write, no execute) and the /dev nodes a view has: not
+// the host's home directories, /tmp, /dev/shm, /dev/pts or /proc.
 // Unless the request grants the network, the filter refuses AF_INET and
 // AF_INET6 sockets (EPERM). It says so in Isolation (Mode "fallback",
 // LandlockFS, InetRefused); NetworkDenied is false, as nothing was

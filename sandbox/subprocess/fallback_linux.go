@@ -29,8 +29,8 @@ type fallback struct {
 	// interpreter's trees, the host files a view also hands in, and the
 	// /dev nodes.
 	paths []reexec.LandlockPath
-	// netPaths are the host's resolver files, for a run granted the
-	// network.
+	// netPaths are the host's resolver configuration, for a run granted
+	// the network.
 	netPaths []reexec.LandlockPath
 	// noInet is psych's filter with AF_INET and AF_INET6 refused.
 	noInet *seccomp.Filter
@@ -45,7 +45,11 @@ type fallback struct {
 // new network, pid, ipc, uts, mount and cgroup namespaces.
 func rootNamespaces() error {
 	if testNoUserns {
-		return nil // psych's own test on a root host with user namespaces
+		// psych's own tests on a root host with user namespaces.
+		if testNoRootNS {
+			return fmt.Errorf("no namespaces without a user namespace (psych's test)")
+		}
+		return nil
 	}
 	fd, err := unix.OpenTree(unix.AT_FDCWD, "/", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
@@ -68,8 +72,9 @@ func rootNamespaces() error {
 }
 
 // testNoUserns makes New take the fallback as if the probe had found no
-// user namespace: set by the package's tests only, before New.
-var testNoUserns bool
+// user namespace, and testNoRootNS as if a root host could make no other
+// namespace without one: set by the package's tests only, before New.
+var testNoUserns, testNoRootNS bool
 
 // fallbackDevices are the /dev nodes a run gets, as in a view.
 var fallbackDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
@@ -112,8 +117,12 @@ func newFallback(python string, prefixes []string) (fallback, error) {
 		}
 	}
 	// The loader's cache, the host's network databases and trust store:
-	// what a view hands in of /etc, read-only.
-	for _, f := range append([]string{"/etc/ld.so.cache"}, host.HostEtc()...) {
+	// what a view hands in of /etc, read-only; and the host's own versions
+	// of the files a view makes (the users and groups, the hosts file, the
+	// name service's configuration), where the view has its own.
+	etc := append([]string{"/etc/ld.so.cache"}, host.HostEtc()...)
+	etc = append(etc, "/etc/passwd", "/etc/group", "/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf", "/etc/gai.conf")
+	for _, f := range etc {
 		add(&fb.paths, f, host.LandlockRead)
 	}
 	for _, d := range fallbackDevices {
@@ -121,9 +130,7 @@ func newFallback(python string, prefixes []string) (fallback, error) {
 			add(&fb.paths, d, host.LandlockDev)
 		}
 	}
-	for _, f := range []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf", "/etc/gai.conf"} {
-		add(&fb.netPaths, f, host.LandlockRead)
-	}
+	add(&fb.netPaths, "/etc/resolv.conf", host.LandlockRead)
 	return fb, nil
 }
 
@@ -142,10 +149,15 @@ func (fb *fallback) landlock(p *reexec.Plan, dir string, network bool) {
 	p.LandlockPaths = append(p.LandlockPaths, reexec.LandlockPath{Path: dir, Access: host.LandlockWrite & fb.handled})
 }
 
-// landlockNames names the plan's Landlock paths for Isolation.LandlockFS.
-func landlockNames(paths []reexec.LandlockPath) []string {
+// landlockNames names the plan's Landlock paths for Isolation.LandlockFS;
+// the run's own directory (dir) is "$HOME", the same in every run.
+func landlockNames(paths []reexec.LandlockPath, dir string) []string {
 	out := make([]string, 0, len(paths))
 	for _, l := range paths {
+		path := l.Path
+		if path == dir {
+			path = "$HOME"
+		}
 		mode := "r"
 		switch {
 		case l.Access&host.LandlockAnyWrite != 0:
@@ -153,7 +165,7 @@ func landlockNames(paths []reexec.LandlockPath) []string {
 		case l.Access&host.LandlockExec&^host.LandlockRead != 0:
 			mode = "rx"
 		}
-		out = append(out, l.Path+":"+mode)
+		out = append(out, path+":"+mode)
 	}
 	return out
 }

@@ -87,7 +87,7 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 		// the network and no network namespace denies it.
 		if !r.viewed() {
 			s.fallback.landlock(p, r.dir, r.req != nil && r.req.Network)
-			r.iso.LandlockFS = landlockNames(p.LandlockPaths)
+			r.iso.LandlockFS = landlockNames(p.LandlockPaths, r.dir)
 		}
 		if r.req != nil && !r.req.Network && p.Namespaces&unix.CLONE_NEWNET == 0 {
 			r.filter = s.fallback.noInet
