@@ -62,8 +62,14 @@ func TestPlanRefuses(t *testing.T) {
 			p.Root, p.RootData = "/r", "size=1m"
 			p.Mounts = []Mount{{Kind: Mkdir, Target: "/a/../.."}}
 		},
-		"odd seccomp":      func(p *Plan) { p.Seccomp = make([]byte, 7) },
-		"too many records": func(p *Plan) { p.Env = make([]string, nsexec.PlanMaxItems) },
+		"landlock paths without handled accesses": func(p *Plan) { p.LandlockPaths = []LandlockPath{{Path: "/usr", Access: 1}} },
+		"landlock access beyond the handled": func(p *Plan) {
+			p.LandlockFS, p.LandlockPaths = 1, []LandlockPath{{Path: "/usr", Access: 3}}
+		},
+		"relative landlock path": func(p *Plan) { p.LandlockFS, p.LandlockPaths = 1, []LandlockPath{{Path: "usr", Access: 1}} },
+		"landlock path with NUL": func(p *Plan) { p.LandlockFS, p.LandlockPaths = 1, []LandlockPath{{Path: "/usr\x00x", Access: 1}} },
+		"odd seccomp":            func(p *Plan) { p.Seccomp = make([]byte, 7) },
+		"too many records":       func(p *Plan) { p.Env = make([]string, nsexec.PlanMaxItems) },
 	} {
 		p := ok
 		mut(&p)
