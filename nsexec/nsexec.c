@@ -78,6 +78,12 @@ struct rlim {
 	uint64_t soft, hard;
 };
 
+// llpath is one LANDLOCK_PATH record.
+struct llpath {
+	uint64_t access;
+	char *path;
+};
+
 struct plan {
 	uint32_t outer_uid, outer_gid, inner_uid, inner_gid;
 	uint64_t flags;
@@ -88,7 +94,10 @@ struct plan {
 	size_t nrlim;
 	char *seccomp;
 	size_t seccomplen;
-	uint64_t landlock;
+	uint64_t landlock, landlock_fs;
+	int rootns; // run() made the namespaces as root, without a user namespace
+	struct llpath *llpaths;
+	size_t nllpath;
 	int32_t cgtasks[PSYCH_PLAN_MAX_CGROUPS];
 	size_t ncgtasks;
 	char **argv, **envp;
@@ -271,6 +280,22 @@ static void read_plan(struct plan *pl)
 				goto bad;
 			take(&sub, &pl->landlock, 8);
 			break;
+		case PSYCH_TAG_LANDLOCK_FS:
+			if (len != 8)
+				goto bad;
+			take(&sub, &pl->landlock_fs, 8);
+			break;
+		case PSYCH_TAG_LANDLOCK_PATH: {
+			if (len <= 8)
+				goto bad;
+			pl->llpaths = grow(pl->llpaths, pl->nllpath, sizeof(struct llpath));
+			struct llpath *l = &pl->llpaths[pl->nllpath++];
+			take(&sub, &l->access, 8);
+			l->path = dupval(v + 8, len - 8);
+			if (l->path[0] != '/' || strlen(l->path) != len - 8)
+				goto bad;
+			break;
+		}
 		case PSYCH_TAG_HOSTNAME:
 			pl->hostname = dupval(v, len);
 			break;
@@ -527,7 +552,7 @@ static void drop_caps(void)
 // the run's domain. The syscall numbers come from the kernel headers; the
 // ruleset's layout is spelled out, because a uapi header older than 6.12
 // lacks its "scoped" field (the kernel takes the size it is given).
-#if !defined(SYS_landlock_create_ruleset) || !defined(SYS_landlock_restrict_self)
+#if !defined(SYS_landlock_create_ruleset) || !defined(SYS_landlock_restrict_self) || !defined(SYS_landlock_add_rule)
 #error "the kernel headers lack the Landlock syscalls (linux-libc-dev >= 5.13)"
 #endif
 
@@ -535,15 +560,37 @@ struct ll_ruleset_attr {
 	uint64_t handled_access_fs, handled_access_net, scoped;
 };
 
+struct ll_path_beneath_attr {
+	uint64_t allowed_access;
+	int32_t parent_fd;
+} __attribute__((packed));
+
+#define LL_RULE_PATH_BENEATH 1
+
 static void load_landlock(struct plan *pl)
 {
 	step = PSYCH_STEP_LANDLOCK;
-	if (!pl->landlock)
+	if (!pl->landlock && !pl->landlock_fs)
 		return;
-	struct ll_ruleset_attr a = {.scoped = pl->landlock};
+	if (pl->nllpath && !pl->landlock_fs)
+		fail(EINVAL, "plan: Landlock paths without handled accesses");
+	struct ll_ruleset_attr a = {.handled_access_fs = pl->landlock_fs, .scoped = pl->landlock};
 	int fd = syscall(SYS_landlock_create_ruleset, &a, sizeof a, 0);
 	if (fd < 0)
 		fail(errno, "landlock_create_ruleset");
+	for (size_t i = 0; i < pl->nllpath; i++) {
+		struct llpath *l = &pl->llpaths[i];
+		int pfd = open(l->path, O_PATH | O_CLOEXEC);
+		if (pfd < 0) {
+			if (errno == ENOENT || errno == EACCES || errno == ENOTDIR)
+				continue;
+			fail(errno, "landlock: open %s", l->path);
+		}
+		struct ll_path_beneath_attr r = {.allowed_access = l->access, .parent_fd = pfd};
+		if (syscall(SYS_landlock_add_rule, fd, LL_RULE_PATH_BENEATH, &r, 0) < 0)
+			fail(errno, "landlock_add_rule %s", l->path);
+		close(pfd);
+	}
 	if (syscall(SYS_landlock_restrict_self, fd, 0) < 0)
 		fail(errno, "landlock_restrict_self");
 	close(fd);
@@ -664,6 +711,17 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 	if (syscall(SYS_close_range, PSYCH_FD_PLAN, ~0U, 0) < 0)
 		fail(errno, "close_range");
 	step = PSYCH_STEP_IDS;
+	if (pl->rootns) {
+		// Still root (namespaces without a user namespace): the bounding
+		// set goes while the privilege to drop it is there.
+		step = PSYCH_STEP_CAPS;
+		for (int c = 0; c <= 63; c++)
+			if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL && errno != EPERM)
+				fail(errno, "drop bounding cap %d", c);
+		step = PSYCH_STEP_IDS;
+		if (setgroups(0, NULL) < 0)
+			fail(errno, "setgroups");
+	}
 	if (setresgid(pl->inner_gid, pl->inner_gid, pl->inner_gid) < 0)
 		fail(errno, "setresgid %u", pl->inner_gid);
 	if (setresuid(pl->inner_uid, pl->inner_uid, pl->inner_uid) < 0)
@@ -835,9 +893,33 @@ __attribute__((noreturn)) static void run(void)
 	step = PSYCH_STEP_IDS;
 	if (pl.outer_uid == 0 || pl.outer_gid == 0)
 		fail(EPERM, "outer uid/gid 0 is never used");
-	if (geteuid() == 0) {
+	// A root host without user namespaces: the namespaces are made as root,
+	// and the init builds the view as root, then drops straight to the run
+	// ids (the inner ids are the outer ones), before anything of the
+	// program runs.
+	int rootns = pl.rootns = geteuid() == 0 && pl.flags && !(pl.flags & CLONE_NEWUSER);
+	if (rootns && (pl.inner_uid != pl.outer_uid || pl.inner_gid != pl.outer_gid))
+		fail(EINVAL, "plan: namespaces without a user namespace need inner ids equal to the outer ones");
+	if (rootns) {
+		if (setgroups(0, NULL) < 0)
+			fail(errno, "setgroups");
+		pdeathsig();
+		step = PSYCH_STEP_NAMESPACES;
+		if (unshare(pl.flags) < 0)
+			fail(errno, "unshare namespaces %#llx", (unsigned long long)pl.flags);
+	} else if (geteuid() == 0) {
 		// A root host starts this process as root only so that it can exec
-		// the host binary; the outer run ids are taken at once.
+		// the host binary; the outer run ids are taken at once. Without a
+		// user namespace (whose init gets a bounding set of its own), the
+		// bounding set goes first, while the privilege to drop it is there.
+		// (A root without CAP_SETPCAP keeps it: the attestation shows it.)
+		if (!(pl.flags & CLONE_NEWUSER)) {
+			step = PSYCH_STEP_CAPS;
+			for (int c = 0; c <= 63; c++)
+				if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL && errno != EPERM)
+					fail(errno, "drop bounding cap %d", c);
+			step = PSYCH_STEP_IDS;
+		}
 		// Where setgroups is denied (a user namespace), having none is enough.
 		if (setgroups(0, NULL) < 0 && getgroups(0, NULL) != 0)
 			fail(errno, "setgroups");
@@ -846,7 +928,7 @@ __attribute__((noreturn)) static void run(void)
 		if (setresuid(pl.outer_uid, pl.outer_uid, pl.outer_uid) < 0)
 			fail(errno, "setresuid %u", pl.outer_uid);
 	}
-	if (geteuid() != pl.outer_uid || getegid() != pl.outer_gid)
+	if (!rootns && (geteuid() != pl.outer_uid || getegid() != pl.outer_gid))
 		fail(EPERM, "running as %u:%u, want %u:%u", geteuid(), getegid(), pl.outer_uid, pl.outer_gid);
 	pdeathsig();
 	if (pl.flags & CLONE_NEWUSER) {
@@ -1048,7 +1130,8 @@ __attribute__((noreturn)) static void run_container(void)
 // (CLONE_VM): the ids to take, and the answer.
 struct probe {
 	uint32_t uid, gid;
-	int result; // 1, 0, or -errno
+	int result; // 1, 0, 2, or -errno (psych_probe_userns)
+	int why;    // the errno of the refusal, for 0 and 2
 	char stack[2][32768] __attribute__((aligned(16)));
 };
 
@@ -1058,7 +1141,10 @@ struct probe {
 static int probe_grandchild(void *arg)
 {
 	(void)arg;
-	return syscall(SYS_unshare, CLONE_NEWUTS) < 0;
+	// Its exit status is the errno (1-255), 0 when it worked.
+	if (syscall(SYS_unshare, CLONE_NEWUTS) < 0)
+		return errno > 0 && errno < 256 ? errno : EPERM;
+	return 0;
 }
 
 // probe_child runs in the host's memory, on its own stack, with every
@@ -1070,35 +1156,52 @@ static int probe_grandchild(void *arg)
 static int probe_child(void *arg)
 {
 	struct probe *p = arg;
-	p->result = -EPERM;
+	// The ids first: a host that cannot take them cannot run anything.
+	p->result = 2;
+	p->why = EPERM;
 	if (syscall(SYS_geteuid) == 0 &&
 	    ((syscall(SYS_setgroups, 0, NULL) < 0 && syscall(SYS_getgroups, 0, NULL) != 0) ||
 	     syscall(SYS_setresgid, p->gid, p->gid, p->gid) < 0 ||
-	     syscall(SYS_setresuid, p->uid, p->uid, p->uid) < 0))
+	     syscall(SYS_setresuid, p->uid, p->uid, p->uid) < 0)) {
+		p->why = errno;
 		return 0;
+	}
 	if ((uint32_t)syscall(SYS_geteuid) != p->uid || (uint32_t)syscall(SYS_getegid) != p->gid)
 		return 0;
+	// Whatever the kernel answers here (EPERM, ENOSPC, EACCES, EINVAL...)
+	// is a host without user namespaces for these ids, never a fault.
+	p->result = 0;
 	pid_t g = clone(probe_grandchild, p->stack[1] + sizeof p->stack[1],
 			CLONE_VM | CLONE_VFORK | CLONE_NEWUSER, NULL);
 	if (g < 0) {
-		p->result = 0;
+		p->why = errno;
 		return 0;
 	}
 	int st = 0;
 	long r;
 	while ((r = syscall(SYS_wait4, g, &st, __WALL, NULL)) < 0 && errno == EINTR)
 		;
-	p->result = r < 0 ? -ECHILD : WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	if (r < 0) {
+		p->result = -ECHILD;
+		return 0;
+	}
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		p->result = 1;
+	else
+		p->why = WIFEXITED(st) ? WEXITSTATUS(st) : EPERM;
 	return 0;
 }
 
 // psych_probe_userns makes, without forking the host's memory or
 // starting a program, a child (CLONE_VM|CLONE_VFORK) that takes gid/uid
 // as P does and then makes a grandchild in a new user namespace, which
-// makes a UTS namespace there. It returns 1 when that worked, 0 when the
-// kernel refused it, and -errno when the probe itself failed.
-int psych_probe_userns(uint32_t uid, uint32_t gid)
+// makes a UTS namespace there. It returns 1 when that worked; 0 when the
+// kernel refused the namespace or a namespace in it, and 2 when the child
+// could not take the ids, each with *why the errno; -errno when the probe
+// itself failed.
+int psych_probe_userns(uint32_t uid, uint32_t gid, int *why)
 {
+	*why = 0;
 	if (uid == 0 || gid == 0)
 		return -EPERM;
 	struct probe *p = malloc(sizeof *p);
@@ -1107,6 +1210,7 @@ int psych_probe_userns(uint32_t uid, uint32_t gid)
 	p->uid = uid;
 	p->gid = gid;
 	p->result = -EIO;
+	p->why = 0;
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -1125,6 +1229,7 @@ int psych_probe_userns(uint32_t uid, uint32_t gid)
 			return -err;
 		}
 	int r = p->result;
+	*why = p->why;
 	free(p);
 	return r;
 }

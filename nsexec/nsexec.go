@@ -6,7 +6,10 @@ package nsexec
 // #include "nsexec.h"
 import "C"
 
-import "syscall"
+import (
+	"fmt"
+	"syscall"
+)
 
 // The contract with the C side, from nsexec.h.
 const (
@@ -37,21 +40,23 @@ const (
 	PlanMax      = C.PSYCH_PLAN_MAX
 	PlanMaxItems = C.PSYCH_PLAN_MAX_ITEMS
 
-	TagOuterIDs    = C.PSYCH_TAG_OUTER_IDS
-	TagInnerIDs    = C.PSYCH_TAG_INNER_IDS
-	TagNamespaces  = C.PSYCH_TAG_NAMESPACES
-	TagHostname    = C.PSYCH_TAG_HOSTNAME
-	TagRoot        = C.PSYCH_TAG_ROOT
-	TagRootData    = C.PSYCH_TAG_ROOT_DATA
-	TagMount       = C.PSYCH_TAG_MOUNT
-	TagCwd         = C.PSYCH_TAG_CWD
-	TagRlimit      = C.PSYCH_TAG_RLIMIT
-	TagSeccomp     = C.PSYCH_TAG_SECCOMP
-	TagExe         = C.PSYCH_TAG_EXE
-	TagArg         = C.PSYCH_TAG_ARG
-	TagEnv         = C.PSYCH_TAG_ENV
-	TagLandlock    = C.PSYCH_TAG_LANDLOCK
-	TagCgroupTasks = C.PSYCH_TAG_CGROUP_TASKS
+	TagOuterIDs     = C.PSYCH_TAG_OUTER_IDS
+	TagInnerIDs     = C.PSYCH_TAG_INNER_IDS
+	TagNamespaces   = C.PSYCH_TAG_NAMESPACES
+	TagHostname     = C.PSYCH_TAG_HOSTNAME
+	TagRoot         = C.PSYCH_TAG_ROOT
+	TagRootData     = C.PSYCH_TAG_ROOT_DATA
+	TagMount        = C.PSYCH_TAG_MOUNT
+	TagCwd          = C.PSYCH_TAG_CWD
+	TagRlimit       = C.PSYCH_TAG_RLIMIT
+	TagSeccomp      = C.PSYCH_TAG_SECCOMP
+	TagExe          = C.PSYCH_TAG_EXE
+	TagArg          = C.PSYCH_TAG_ARG
+	TagEnv          = C.PSYCH_TAG_ENV
+	TagLandlock     = C.PSYCH_TAG_LANDLOCK
+	TagCgroupTasks  = C.PSYCH_TAG_CGROUP_TASKS
+	TagLandlockFS   = C.PSYCH_TAG_LANDLOCK_FS
+	TagLandlockPath = C.PSYCH_TAG_LANDLOCK_PATH
 	// PlanMaxCgroups bounds the CGROUP_TASKS records of a plan.
 	PlanMaxCgroups = C.PSYCH_PLAN_MAX_CGROUPS
 
@@ -111,14 +116,32 @@ var Steps = map[int]string{
 // a user namespace here that grants capabilities in it (it makes a mount
 // namespace there): the child is forked from this process and never execs,
 // so the probe costs a fork, not a start of the host binary. Ids 0 are
-// refused.
-func ProbeUserns(uid, gid uint32) (bool, error) {
-	switch r := C.psych_probe_userns(C.uint32_t(uid), C.uint32_t(gid)); {
+// refused. Where the kernel refuses the namespace, whatever its errno,
+// ProbeUserns returns false and why (an Errno); a child that cannot take
+// the ids returns an *IDsError; any other error is the probe's own.
+func ProbeUserns(uid, gid uint32) (ok bool, why error, err error) {
+	var w C.int
+	switch r := C.psych_probe_userns(C.uint32_t(uid), C.uint32_t(gid), &w); {
 	case r == 1:
-		return true, nil
+		return true, nil, nil
 	case r == 0:
-		return false, nil
+		return false, syscall.Errno(w), nil
+	case r == 2:
+		return false, nil, &IDsError{UID: uid, GID: gid, Errno: syscall.Errno(w)}
 	default:
-		return false, syscall.Errno(-r)
+		return false, nil, syscall.Errno(-r)
 	}
 }
+
+// IDsError: the probe's child could not take the outer ids (not mapped in
+// this user namespace, or not the host's own for a non-root host).
+type IDsError struct {
+	UID, GID uint32
+	Errno    syscall.Errno
+}
+
+func (e *IDsError) Error() string {
+	return fmt.Sprintf("take ids %d:%d: %v", e.UID, e.GID, e.Errno)
+}
+
+func (e *IDsError) Unwrap() error { return e.Errno }

@@ -46,7 +46,10 @@
 //   NAMESPACES  u64 clone flags to unshare; CLONE_NEWUSER first, then the
 //               rest after P mapped INNER_IDS onto OUTER_IDS in it (one id
 //               each, setgroups denied: a process may map its own ids).
-//               0: no namespaces.
+//               0: no namespaces. Without CLONE_NEWUSER, a root P makes
+//               them as root, and the init stays root through the mounts
+//               and drops straight to the outer ids (INNER_IDS must equal
+//               them), the bounding set first.
 //   HOSTNAME    string
 //   ROOT        string: the empty host directory the new root is built on
 //   ROOT_DATA   string: tmpfs options for the new root
@@ -59,6 +62,12 @@
 //   RLIMIT      u32 resource, u64 soft, u64 hard (only ever lowered)
 //   LANDLOCK    u64 Landlock scope flags (ABI 6): a domain applied after
 //               no_new_privs and before seccomp. Absent: none.
+//   LANDLOCK_FS u64 the file-system accesses that domain handles (ABI 1+):
+//               each is denied but beneath a LANDLOCK_PATH that allows it.
+//   LANDLOCK_PATH u64 allowed accesses, then the path (the rest): opened
+//               O_PATH by the init after the drop to the run ids; one that
+//               does not exist or that they cannot reach is left out
+//               (narrower, never wider). Only with LANDLOCK_FS.
 //   SECCOMP     struct sock_filter[]: loaded last, after no_new_privs
 //   CGROUP_TASKS i32 fd: a v1 cgroup's `tasks` file, opened for writing by
 //               the host; P writes "0" to it before anything else, joining
@@ -127,6 +136,8 @@
 #define PSYCH_TAG_ENV 13
 #define PSYCH_TAG_LANDLOCK 14
 #define PSYCH_TAG_CGROUP_TASKS 15
+#define PSYCH_TAG_LANDLOCK_FS 16
+#define PSYCH_TAG_LANDLOCK_PATH 17
 #define PSYCH_PLAN_MAX_CGROUPS 16
 
 #define PSYCH_MNT_MKDIR 1   /* target, mode */
@@ -204,7 +215,8 @@ struct psych_sync {
 
 // psych_probe_userns is the in-process probe (nsexec.c): 1 when a process
 // with outer ids uid/gid can make a user namespace that grants
-// capabilities, 0 when it cannot, -errno when the probe failed.
-int psych_probe_userns(uint32_t uid, uint32_t gid);
+// capabilities, 0 when it cannot, 2 when it cannot take those ids (each
+// with *why the errno), -errno when the probe failed.
+int psych_probe_userns(uint32_t uid, uint32_t gid, int *why);
 
 #endif

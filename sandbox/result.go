@@ -163,7 +163,8 @@ type Isolation struct {
 	// backend.
 	Image *Image `json:"image,omitempty"`
 	// Mode is "namespaces" (the full design), or "fallback" where no user
-	// namespace could be had: rlimits, the uid drop and seccomp only; or
+	// namespace could be had and the fallback was asked for: rlimits, the
+	// uid drop, seccomp and Landlock only (LandlockFS, InetRefused); or
 	// "partial" in psych's own benchmark, which takes layers away to
 	// measure them (no public option can).
 	Mode string `json:"mode"`
@@ -177,6 +178,16 @@ type Isolation struct {
 	// LandlockScoped lists the Landlock scopes the run is confined by
 	// ("abstract_unix_socket", "signal"); empty where the kernel lacks ABI 6.
 	LandlockScoped []string `json:"landlock_scoped"`
+	// LandlockFS lists, in a fallback run confined by Landlock (ABI 1+),
+	// the only paths the program may reach, each "PATH:r" (read), "PATH:rx"
+	// (and execute) or "PATH:rw" (and write), its own directory (HOME,
+	// TMPDIR, the working directory) as "$HOME"; empty where files are not
+	// confined (a view confines them, or the kernel lacks Landlock).
+	LandlockFS []string `json:"landlock_fs,omitempty"`
+	// InetRefused says the filter refused IPv4 and IPv6 sockets: a
+	// fallback run without a network namespace whose request did not grant
+	// the network. NetworkDenied stays false: nothing was verified.
+	InetRefused bool `json:"inet_refused,omitempty"`
 	// SeccompDigest names the filter the host compiled and the init loaded.
 	SeccompDigest string `json:"seccomp_digest"`
 	// Init and Interpreter are the two processes' /proc status as the

@@ -221,6 +221,34 @@ func TestDefaultFilterSockets(t *testing.T) {
 	}
 }
 
+// TestRefuseInet: the fallback's filter refuses IPv4 and IPv6 sockets and
+// keeps the other domains Default allows.
+func TestRefuseInet(t *testing.T) {
+	p := Default()
+	p.RefuseInet()
+	f, err := p.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		what               string
+		domain, typ, proto uint64
+		want               uint32
+	}{
+		{"AF_INET tcp", unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_TCP, eperm},
+		{"AF_INET udp", unix.AF_INET, unix.SOCK_DGRAM | unix.SOCK_CLOEXEC, 0, eperm},
+		{"AF_INET6", unix.AF_INET6, unix.SOCK_STREAM, 0, eperm},
+		{"AF_INET6 raw", unix.AF_INET6, unix.SOCK_RAW, 0, eperm},
+		{"AF_UNIX", unix.AF_UNIX, unix.SOCK_STREAM, 0, allow},
+		{"AF_NETLINK NETLINK_ROUTE", unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE, allow},
+	} {
+		expect(t, f, "socket "+tc.what, native(unix.SYS_SOCKET, tc.domain, tc.typ, tc.proto), tc.want)
+	}
+	if f.Digest() == mustDefaultFilter(t).Digest() {
+		t.Fatal("the filter refusing IPv4 and IPv6 has Default's digest")
+	}
+}
+
 // TestDefaultFilterWholeTable checks every native number against what the
 // policy says, from libseccomp's table and the policy value alone.
 func TestDefaultFilterWholeTable(t *testing.T) {

@@ -304,6 +304,17 @@ func Default() *Policy {
 	return p
 }
 
+// RefuseInet takes AF_INET and AF_INET6 out of the socket domains Default
+// allows: socket() in either fails with DeniedErrno, so a run without a
+// network namespace of its own cannot reach the host's network. AF_UNIX
+// and AF_NETLINK's NETLINK_ROUTE stay.
+func (p *Policy) RefuseInet() {
+	p.Allow = slices.DeleteFunc(p.Allow, func(r Rule) bool {
+		return slices.Equal(r.Names, []string{"socket"}) && len(r.Conds) == 1 && r.Conds[0].Arg == 0 &&
+			r.Conds[0].Op == OpEqual && (r.Conds[0].Value == afInet || r.Conds[0].Value == afInet6)
+	})
+}
+
 // The calls that change a process's uids and gids, and how many ids each
 // names (setuid one; setreuid real and effective; setresuid real,
 // effective and saved). setgroups is not among them: it names its groups

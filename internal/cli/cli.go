@@ -189,6 +189,7 @@ type runFlags struct {
 // sandboxFlags choose and configure the backend (run, runs replay).
 type sandboxFlags struct {
 	requireDenial, requireIsolation, requireCgroup bool
+	allowFallback                                  bool
 	python                                         string
 	backend, engine, image, containerPython        string
 	env                                            envList
@@ -341,7 +342,8 @@ func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.env, "env", "NAME passes this variable from psych's own environment, NAME=VALUE sets it for the run (repeatable)")
 	fs.StringVar(&f.python, "python", "", "interpreter (default: python3 on PATH, resolved to sys.executable)")
 	fs.BoolVar(&f.requireDenial, "require-network-denial", false, "refuse to run unless network denial is verified")
-	fs.BoolVar(&f.requireIsolation, "require-isolation", false, "refuse to run without user namespaces (the full isolation)")
+	fs.BoolVar(&f.requireIsolation, "require-isolation", false, "no effect: runs without user namespaces are refused unless --allow-fallback")
+	fs.BoolVar(&f.allowFallback, "allow-fallback", false, "where no user namespace can be had, run in the fallback (no namespaces, no view; Landlock and seccomp confine files and sockets) instead of refusing")
 	fs.BoolVar(&f.requireCgroup, "require-cgroup", false, "refuse to run without a per-run cgroup")
 	fs.StringVar(&f.backend, "backend", "subprocess", "subprocess or container")
 	fs.StringVar(&f.engine, "engine", "", "container engine: containerd, podman or docker (default: the first reachable)")
@@ -363,10 +365,13 @@ func newSandbox(f *sandboxFlags, eng *Engines) (sandbox.Sandbox, func(), error) 
 			PythonBin:            f.python,
 			EnvAllowlist:         f.env.names(),
 			RequireNetworkDenial: f.requireDenial,
-			RequireIsolation:     f.requireIsolation,
+			AllowFallback:        f.allowFallback,
 			RequireCgroup:        f.requireCgroup,
 			MaxOutputBytes:       int(f.maxOutput),
 		})
+		if errors.Is(err, subprocess.ErrNoUserNamespace) {
+			return nil, nil, fmt.Errorf("%w; pass --allow-fallback to run with weaker isolation (no namespaces and no filesystem view: files confined by Landlock where the kernel has it, IPv4 and IPv6 sockets refused without --network); `psych doctor` says what this host gives", err)
+		}
 		if err != nil {
 			return nil, nil, err
 		}
@@ -459,7 +464,14 @@ func printHuman(res *sandbox.Result, stdout, stderr io.Writer) {
 		notes = append(notes, fmt.Sprintf("cpu %.3fs, peak memory %s, peak processes %d", u.CPUSeconds, formatBytes(u.PeakMemoryBytes), u.PeakProcesses))
 	}
 	if iso := res.Isolation; iso != nil {
-		notes = append(notes, fmt.Sprintf("isolation %s (cgroup %s)", iso.Mode, iso.Cgroup))
+		var had []string
+		if iso.Mode == "fallback" {
+			had = append(had, map[bool]string{true: "files confined by Landlock", false: "files NOT confined"}[len(iso.LandlockFS) > 0])
+			if iso.InetRefused {
+				had = append(had, "IPv4/IPv6 sockets refused")
+			}
+		}
+		notes = append(notes, fmt.Sprintf("isolation %s (%scgroup %s)", iso.Mode, strings.Join(append(had, ""), ", "), iso.Cgroup))
 	}
 	summary := "ok"
 	if f := res.Failure; f != nil {

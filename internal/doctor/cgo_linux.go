@@ -17,7 +17,10 @@ import (
 
 // probeUserns is psych's own probe, the one subprocess.New makes: as
 // uid/gid, unshare a user namespace and a mount namespace in it.
-func probeUserns(uid, gid uint32) (bool, error) { return reexec.Probe(uid, gid) }
+func probeUserns(uid, gid uint32) (bool, error) {
+	ok, _, err := reexec.Probe(uid, gid)
+	return ok, err
+}
 
 // checkSeccomp checks the kernel's filter mode and the actions psych's filter
 // returns, libseccomp, and that psych's filter compiles here.

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,7 +78,7 @@ func run(ctx context.Context, opts Options) Report {
 	r.Checks = append(r.Checks, checkCgroups(h), checkSeccomp(), checkLandlock(), checkPython(ctx, h))
 	r.Checks = append(r.Checks, checkEngines(ctx, h)...)
 	c, iso := checkRun(ctx, h)
-	r.Checks = append(r.Checks, c)
+	r.Checks = append(r.Checks, c, checkFallback(ctx, h))
 	r.Attestation = iso
 	return r
 }
@@ -197,7 +198,7 @@ func checkUserns(h *host) Check {
 		}
 		return c
 	default:
-		c.Found = fmt.Sprintf("%s cannot create a user namespace with capabilities in it (psych's probe), so every run takes the fallback: no namespaces, no filesystem view, no network denial", who)
+		c.Found = fmt.Sprintf("%s cannot create a user namespace with capabilities in it (psych's probe), so runs are refused unless --allow-fallback asks for the fallback (see fallback)", who)
 	}
 	c.Status = Fail
 	c.Found += "; " + attempt + "; " + strings.Join(shown, ", ")
@@ -820,4 +821,97 @@ func attestationGaps(res *sandbox.Result) []string {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// ---- the fallback ----
+
+// fallbackProbe tries what the fallback keeps from a program: the host's
+// home directories and an IPv4 socket.
+const fallbackProbe = `import os, socket
+def t(f):
+    try:
+        f()
+        return "reached"
+    except OSError as e:
+        return type(e).__name__
+{"home": t(lambda: os.listdir("/home")), "inet": t(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close())}`
+
+// checkFallback says what the fallback gives on this host: what
+// subprocess.Config.AllowFallback (psych run --allow-fallback) would run
+// with where no user namespace can be had. Where none can be had here it
+// runs one execution so, and reports its attestation and what the program
+// could reach.
+func checkFallback(ctx context.Context, h *host) Check {
+	c := Check{Name: "fallback", Status: OK}
+	abi := landlockABINow()
+	files := fmt.Sprintf("files confined by Landlock (ABI %d) to the interpreter's trees, the run's own directory and the /dev nodes", abi)
+	if abi < 1 {
+		files = "files NOT confined (this kernel has no Landlock): the program reaches what the run uid can, the host's home directories included"
+	}
+	if h.userns {
+		c.Found = fmt.Sprintf("not taken here (runs get user namespaces); where none can be had, runs are refused unless --allow-fallback, which runs with no user namespace: a root host that can still makes the network, pid, ipc, uts, mount and cgroup namespaces and the view, as root; else no namespaces and no view, with %s, and IPv4 and IPv6 sockets refused by seccomp unless --network", files)
+		return c
+	}
+	c.Status = Warn
+	c.Fix = "fix userns for the full isolation; until then `psych run --allow-fallback` (subprocess.Config.AllowFallback) runs with what is found here"
+	sb, err := subprocess.New(subprocess.Config{
+		PythonBin:     h.opts.Python,
+		AllowFallback: true,
+		AllowSameUID:  h.uid != 0,
+		Logger:        discard,
+	})
+	if err == nil {
+		defer sb.Close()
+		var res *sandbox.Result
+		if res, err = sb.Run(ctx, sandbox.Request{Code: fallbackProbe}); err == nil {
+			return fallbackFound(c, res, files)
+		}
+	}
+	c.Status = Fail
+	c.Found = "runs are refused (no user namespace), and the fallback cannot run either: " + oneLine(err)
+	c.Fix = "fix userns"
+	return c
+}
+
+// fallbackFound reports a fallback execution: its attestation, and what the
+// program could reach.
+func fallbackFound(c Check, res *sandbox.Result, files string) Check {
+	iso := res.Isolation
+	var reach map[string]string
+	if res.Failure != nil || iso == nil || json.Unmarshal(res.Value, &reach) != nil {
+		c.Status = Fail
+		c.Found = fmt.Sprintf("the fallback's execution failed: %+v", res.Failure)
+		return c
+	}
+	viewed := iso.RootMount == "own:tmpfs"
+	switch {
+	case viewed:
+		files = "files confined by the filesystem view"
+	case len(iso.LandlockFS) == 0:
+		files = "files NOT confined (no Landlock domain): the program reaches what the run uid can, the host's home directories included"
+	}
+	inet := "IPv4 and IPv6 sockets refused by seccomp unless --network"
+	switch {
+	case res.NetworkDenied:
+		inet = "a verified network denial (a network namespace of its own)"
+	case !iso.InetRefused:
+		inet = "IPv4 and IPv6 sockets NOT refused"
+	}
+	ns := "no namespaces, no filesystem view, no verified network denial"
+	if len(iso.Namespaces) > 0 {
+		ns = "namespaces " + strings.Join(iso.Namespaces, ",") + map[bool]string{true: " and the filesystem view", false: ", no filesystem view"}[viewed] + ", no user namespace"
+	}
+	c.Found = fmt.Sprintf("runs are refused unless --allow-fallback; with it, one execution in %s had mode %s: %s; uid %v, seccomp %d, no_new_privs %d, cap_eff %s, cgroup %s; %s (listing /home: %s); %s (an IPv4 socket: %s)",
+		ms(res.Duration), iso.Mode, ns, iso.Interpreter.UID, iso.Interpreter.Seccomp, iso.Interpreter.NoNewPrivs, iso.Interpreter.CapEff, iso.Cgroup,
+		files, reach["home"], inet, reach["inet"])
+	return c
+}
+
+// landlockABINow is the kernel's Landlock ABI; 0 without Landlock.
+func landlockABINow() int {
+	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+	if errno != 0 {
+		return 0
+	}
+	return int(abi)
 }

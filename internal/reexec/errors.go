@@ -14,6 +14,9 @@ var (
 	ErrSetupTimeout = errors.New("init setup timed out")
 	// ErrProtocol: the init sent a message out of order or malformed.
 	ErrProtocol = errors.New("init sync protocol violation")
+	// ErrRunIDs: a process cannot take the run's outer ids here (not
+	// mapped in this user namespace, or not a non-root host's own).
+	ErrRunIDs = errors.New("the run ids cannot be taken here")
 )
 
 // InitError is the init's own report of the setup step that failed.

@@ -34,6 +34,12 @@ type Plan struct {
 	// Landlock is the Landlock scope flags (ABI 6) the init restricts
 	// itself with; zero applies none.
 	Landlock uint64
+	// LandlockFS is the file-system accesses (LANDLOCK_ACCESS_FS_*, those
+	// the kernel's ABI knows) the init's Landlock domain handles: each is
+	// denied but beneath one of LandlockPaths that allows it. Zero: files
+	// are not confined.
+	LandlockFS    uint64
+	LandlockPaths []LandlockPath
 	// Seccomp is the BPF program (struct sock_filter[]); nil loads none.
 	Seccomp []byte
 	// CgroupTasks are v1 cgroups' tasks files, open for writing, that the
@@ -83,6 +89,14 @@ type Mount struct {
 	Mode      uint32
 	// Data is a file's content or a tmpfs's options.
 	Data []byte
+}
+
+// LandlockPath allows Access (a subset of Plan.LandlockFS; a file's only
+// the accesses that apply to files) beneath Path, which the init opens
+// after its drop to the run ids. A Path it cannot open is left out.
+type LandlockPath struct {
+	Path   string
+	Access uint64
 }
 
 // Rlimit is one resource limit; the init only ever lowers.
@@ -154,6 +168,20 @@ func (p *Plan) encode() ([]byte, []*os.File, error) {
 	if p.Landlock != 0 {
 		e.record(nsexec.TagLandlock, binary.NativeEndian.AppendUint64(nil, p.Landlock))
 	}
+	if len(p.LandlockPaths) > 0 && p.LandlockFS == 0 {
+		return nil, nil, fmt.Errorf("plan: Landlock paths without handled accesses: %w", ErrInvalidPlan)
+	}
+	if p.LandlockFS != 0 {
+		e.record(nsexec.TagLandlockFS, binary.NativeEndian.AppendUint64(nil, p.LandlockFS))
+	}
+	for _, l := range p.LandlockPaths {
+		if !strings.HasPrefix(l.Path, "/") || strings.IndexByte(l.Path, 0) >= 0 || l.Access&^p.LandlockFS != 0 {
+			return nil, nil, fmt.Errorf("plan: Landlock path %q, access %#x of %#x: %w", l.Path, l.Access, p.LandlockFS, ErrInvalidPlan)
+		}
+		e.header(nsexec.TagLandlockPath, 8+len(l.Path))
+		e.b = binary.NativeEndian.AppendUint64(e.b, l.Access)
+		e.b = append(e.b, l.Path...)
+	}
 	if len(p.Seccomp) > 0 {
 		e.record(nsexec.TagSeccomp, p.Seccomp)
 	}
@@ -189,6 +217,9 @@ func (p *Plan) sizeHint() int {
 	n := 256 + len(p.Hostname) + len(p.Root) + len(p.RootData) + len(p.Cwd) + len(p.Exe) + len(p.Seccomp)
 	for _, m := range p.Mounts {
 		n += rec + mountFixed + len(m.Source) + len(m.Target) + len(m.Data)
+	}
+	for _, l := range p.LandlockPaths {
+		n += rec + 8 + len(l.Path)
 	}
 	for _, a := range p.Args {
 		n += rec + len(a)

@@ -108,13 +108,20 @@ type Exit struct {
 
 // Probe reports whether a process with the given outer ids can create a
 // user namespace here (one that grants capabilities in it), by forking a
-// child of this process that tries (nsexec.ProbeUserns).
-func Probe(uid, gid uint32) (bool, error) {
-	ok, err := nsexec.ProbeUserns(uid, gid)
-	if err != nil {
-		return false, fmt.Errorf("probe user namespaces: %w", err)
+// child of this process that tries (nsexec.ProbeUserns). Where the kernel
+// refuses, whatever its errno, ok is false and why says what it answered:
+// a host without user namespaces, not an error. An error is ErrRunIDs
+// (the child could not take the ids) or the probe's own failure.
+func Probe(uid, gid uint32) (ok bool, why error, err error) {
+	ok, why, err = nsexec.ProbeUserns(uid, gid)
+	var ids *nsexec.IDsError
+	switch {
+	case errors.As(err, &ids):
+		return false, nil, fmt.Errorf("probe user namespaces: %w: %w", ErrRunIDs, err)
+	case err != nil:
+		return false, nil, fmt.Errorf("probe user namespaces: %w", err)
 	}
-	return ok, nil
+	return ok, why, nil
 }
 
 func command(marker string, extra []*os.File, cgroupFD int) *exec.Cmd {

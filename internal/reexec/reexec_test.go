@@ -62,8 +62,14 @@ func TestPlanRefuses(t *testing.T) {
 			p.Root, p.RootData = "/r", "size=1m"
 			p.Mounts = []Mount{{Kind: Mkdir, Target: "/a/../.."}}
 		},
-		"odd seccomp":      func(p *Plan) { p.Seccomp = make([]byte, 7) },
-		"too many records": func(p *Plan) { p.Env = make([]string, nsexec.PlanMaxItems) },
+		"landlock paths without handled accesses": func(p *Plan) { p.LandlockPaths = []LandlockPath{{Path: "/usr", Access: 1}} },
+		"landlock access beyond the handled": func(p *Plan) {
+			p.LandlockFS, p.LandlockPaths = 1, []LandlockPath{{Path: "/usr", Access: 3}}
+		},
+		"relative landlock path": func(p *Plan) { p.LandlockFS, p.LandlockPaths = 1, []LandlockPath{{Path: "usr", Access: 1}} },
+		"landlock path with NUL": func(p *Plan) { p.LandlockFS, p.LandlockPaths = 1, []LandlockPath{{Path: "/usr\x00x", Access: 1}} },
+		"odd seccomp":            func(p *Plan) { p.Seccomp = make([]byte, 7) },
+		"too many records":       func(p *Plan) { p.Env = make([]string, nsexec.PlanMaxItems) },
 	} {
 		p := ok
 		mut(&p)
@@ -364,11 +370,11 @@ func TestProbeForks(t *testing.T) {
 	if uid == 0 {
 		uid, gid = 65534, 65534
 	}
-	ok, err := Probe(uid, gid)
+	ok, _, err := Probe(uid, gid)
 	if err != nil || !ok {
 		t.Fatalf("Probe(%d, %d) = %v, %v; want a user namespace here", uid, gid, ok, err)
 	}
-	if _, err := Probe(0, 0); err == nil {
+	if _, _, err := Probe(0, 0); err == nil {
 		t.Fatal("Probe(0, 0) succeeded; ids 0 must be refused")
 	}
 }

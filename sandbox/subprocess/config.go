@@ -70,9 +70,16 @@ type Config struct {
 	// made, or where the check of the run's own namespace fails. A Request
 	// with Network set is refused too.
 	RequireNetworkDenial bool
-	// RequireIsolation refuses every Run where the full design cannot be
-	// had: no user namespace (the fallback runs with rlimits, the uid drop
-	// and seccomp only).
+	// AllowFallback permits the fallback where no user namespace can be
+	// had (user.max_user_namespaces=0, Ubuntu's AppArmor restriction): no
+	// namespaces and no view, but rlimits, the uid drop, seccomp refusing
+	// IPv4 and IPv6 sockets unless the request grants the network, and
+	// Landlock (ABI 1+) confining files to the interpreter's trees, the
+	// run's own directory and the /dev nodes. Without it, New refuses such
+	// a host (sandbox.ErrRefused, ErrNoUserNamespace), root or not.
+	AllowFallback bool
+	// RequireIsolation has no effect: the full isolation is the default,
+	// and only AllowFallback takes less. Kept for existing callers.
 	RequireIsolation bool
 	// RequireCgroup refuses (sandbox.ErrRefused) every Run where no per-run
 	// cgroup can be made, rather than run on rlimits alone.

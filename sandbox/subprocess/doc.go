@@ -72,15 +72,30 @@
 //     before the start frame is sent. It never comes from a frame.
 //
 // Where no user namespace can be had (user.max_user_namespaces=0, Ubuntu's
-// AppArmor restriction), probed once at New, every run takes the fallback:
-// the same init with no namespaces and no view (the working directory, HOME
-// and TMPDIR are a per-run directory under TmpBase, which also holds the
-// compiled bootstrap, read-only), but with the rlimits,
-// the uid drop, no capabilities, no_new_privs, Landlock and seccomp. It says
-// so in Isolation.Mode ("fallback"), NetworkDenied is false, and a warning is
-// logged. RequireIsolation and RequireNetworkDenial refuse to run there
-// (sandbox.ErrRefused); RequireNetworkDenial also refuses a request that
-// grants the network, and any run whose own namespace fails the check.
+// AppArmor restriction), probed once at New, whatever errno the kernel
+// gives, New refuses (sandbox.ErrRefused, ErrNoUserNamespace), root host or
+// not, unless Config.AllowFallback asks for the fallback. A root host that
+// can make them without a user namespace still gets the network, pid, ipc,
+// uts, mount and cgroup namespaces and the view: the init builds it as
+// root, drops the bounding set and takes the run's outside ids (unmapped),
+// and the network denial is verified. Elsewhere the fallback is the same
+// init with no namespaces and no view (the working directory, HOME and TMPDIR
+// are a per-run directory under TmpBase, which also holds the compiled
+// bootstrap, read-only), but with the rlimits, the uid drop, no
+// capabilities, no_new_privs, Landlock and seccomp. Where the kernel has
+// Landlock (ABI 1+) the program reaches only the interpreter's trees, the
+// host files a view also hands in or makes its own of (the loader's cache,
+// the network databases, the trust store, passwd, group, hosts,
+// nsswitch.conf; resolv.conf when the request grants the network), its own
+// directory (read and write, no execute) and the /dev nodes a view has: not
+// the host's home directories, /tmp, /dev/shm, /dev/pts or /proc.
+// Unless the request grants the network, the filter refuses AF_INET and
+// AF_INET6 sockets (EPERM). It says so in Isolation (Mode "fallback",
+// LandlockFS, InetRefused); NetworkDenied is false, as nothing was
+// verified, and a warning is logged. RequireNetworkDenial refuses to run
+// there (sandbox.ErrRefused), as it refuses a request that grants the
+// network, and any run whose own namespace fails the check.
+// RequireIsolation has no effect.
 //
 // The interpreter cache. New needs the interpreter's prefixes (for the
 // view) and the bootstrap compiled by it; one start of the interpreter

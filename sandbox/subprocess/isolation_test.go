@@ -7,9 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -111,9 +114,37 @@ type fallbackReport struct {
 	Isolation     *sandbox.Isolation
 	NetworkDenied bool
 	Value         string
-	RefusedIso    string
+	Refused       string // New without AllowFallback
+	RefusedIso    bool   // errors.Is(Refused, sandbox.ErrRefused, ErrNoUserNamespace)
 	RefusedNet    string
-	Err           string
+	// Reach is what a fallback run could reach, without and with the
+	// network granted (fallbackReach).
+	Reach, ReachNet map[string]string
+	Err             string
+}
+
+// fallbackReach is a program that tries the host's home directories, a
+// world-readable file in a directory of the host's /tmp, its own TMPDIR
+// and the socket domains, and says what each gave.
+func fallbackReach(secret string) string {
+	return fmt.Sprintf(`import os, socket
+def t(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return type(e).__name__
+def w():
+    p = os.path.join(os.environ["TMPDIR"], "x")
+    with open(p, "w") as f:
+        f.write("x")
+    with open(p) as f:
+        assert f.read() == "x"
+    os.listdir(".")
+{"home": t(lambda: os.listdir("/home")), "secret": t(lambda: open(%q).read()), "tmpdir": t(w),
+ "inet": t(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()),
+ "inet6": t(lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).close()),
+ "unix": t(lambda: socket.socket(socket.AF_UNIX).close())}`, secret)
 }
 
 // fallbackHelper runs inside a user namespace whose max_user_namespaces is
@@ -126,7 +157,19 @@ func fallbackHelper() {
 		rep.Err = err.Error()
 		return
 	}
-	s, err := New(Config{PythonBin: testPython()})
+	// Refused unless asked for, though a root host, with RequireIsolation
+	// (no effect) or without.
+	for _, cfg := range []Config{{PythonBin: testPython()}, {PythonBin: testPython(), RequireIsolation: true}} {
+		rep.RefusedIso = false
+		if _, err := New(cfg); err != nil {
+			rep.Refused = err.Error()
+			rep.RefusedIso = errors.Is(err, sandbox.ErrRefused) && errors.Is(err, ErrNoUserNamespace)
+		}
+		if !rep.RefusedIso {
+			return
+		}
+	}
+	s, err := New(Config{PythonBin: testPython(), AllowFallback: true})
 	if err != nil {
 		rep.Err = err.Error()
 		return
@@ -138,10 +181,40 @@ func fallbackHelper() {
 		return
 	}
 	rep.Isolation, rep.NetworkDenied, rep.Value = res.Isolation, res.NetworkDenied, string(res.Value)
+	dir, err := os.MkdirTemp("", "psych-secret-")
+	if err != nil {
+		rep.Err = err.Error()
+		return
+	}
+	defer os.RemoveAll(dir)
+	secret := filepath.Join(dir, "secret")
+	if err := errors.Join(os.Chmod(dir, 0o755), os.WriteFile(secret, []byte("s"), 0o644)); err != nil {
+		rep.Err = err.Error()
+		return
+	}
+	for _, c := range []struct {
+		network bool
+		out     *map[string]string
+	}{{false, &rep.Reach}, {true, &rep.ReachNet}} {
+		res, err := s.Run(context.Background(), sandbox.Request{Code: fallbackReach(secret), Network: c.network})
+		if err == nil && res.Failure != nil {
+			err = fmt.Errorf("%s: %s", res.Failure.Type, res.Failure.Message)
+		}
+		if err == nil {
+			err = json.Unmarshal(res.Value, c.out)
+		}
+		if err != nil {
+			rep.Err = err.Error()
+			return
+		}
+		if !c.network {
+			rep.Isolation = res.Isolation
+		}
+	}
 	for _, c := range []struct {
 		cfg Config
 		out *string
-	}{{Config{PythonBin: testPython(), RequireIsolation: true}, &rep.RefusedIso}, {Config{PythonBin: testPython(), RequireNetworkDenial: true}, &rep.RefusedNet}} {
+	}{{Config{PythonBin: testPython(), AllowFallback: true, RequireNetworkDenial: true}, &rep.RefusedNet}} {
 		s, err := New(c.cfg)
 		if err == nil {
 			_, err = s.Run(context.Background(), sandbox.Request{Code: "1"})
@@ -170,6 +243,11 @@ func TestFallbackWithoutUserNamespaces(t *testing.T) {
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("helper said %q: %v", out, err)
 	}
+	// Weaker protection is never silent: without AllowFallback, New
+	// refuses, naming it and what the kernel answered.
+	if !rep.RefusedIso || !strings.Contains(rep.Refused, "AllowFallback") || !strings.Contains(rep.Refused, "ENOSPC") {
+		t.Fatalf("New without AllowFallback on a host without user namespaces: %q, want sandbox.ErrRefused and ErrNoUserNamespace naming AllowFallback and ENOSPC", rep.Refused)
+	}
 	if rep.Err != "" {
 		t.Fatalf("helper: %s", rep.Err)
 	}
@@ -182,10 +260,97 @@ func TestFallbackWithoutUserNamespaces(t *testing.T) {
 	st := iso.Interpreter
 	var fallbackUID uint32
 	fmt.Sscanf(rep.Value, "[%d,true]", &fallbackUID)
-	if fallbackUID < host.DefaultIDFirst || fallbackUID >= host.DefaultIDFirst+host.DefaultIDCount || st.Seccomp != 2 || st.NoNewPrivs != 1 || strings.Trim(st.CapEff, "0") != "" {
+	if fallbackUID < host.DefaultIDFirst || fallbackUID >= host.DefaultIDFirst+host.DefaultIDCount || st.Seccomp != 2 || st.NoNewPrivs != 1 || strings.Trim(st.CapEff, "0") != "" || strings.Trim(st.CapBnd, "0") != "" {
 		t.Fatalf("fallback run: value %s, interpreter %+v", rep.Value, st)
 	}
-	if !strings.Contains(rep.RefusedIso, "isolation is required") || !strings.Contains(rep.RefusedNet, "network denial is required") {
-		t.Fatalf("Require options did not refuse: %q, %q", rep.RefusedIso, rep.RefusedNet)
+	// The fallback confines files with Landlock (where the kernel has it)
+	// and refuses IPv4 and IPv6 sockets unless the network is granted;
+	// the attestation says so, and network_denied stays false.
+	want := map[string]string{"home": "PermissionError", "secret": "PermissionError", "tmpdir": "ok", "inet": "PermissionError", "inet6": "PermissionError", "unix": "ok"}
+	wantNet := map[string]string{"home": "PermissionError", "secret": "PermissionError", "tmpdir": "ok", "inet": "ok", "inet6": "ok", "unix": "ok"}
+	if host.LandlockABI() == 0 {
+		t.Log("this kernel has no Landlock: the fallback's files are not confined here")
+		for _, m := range []map[string]string{want, wantNet} {
+			m["home"], m["secret"] = "ok", "ok"
+		}
+	} else if !slices.Contains(iso.LandlockFS, "$HOME:rw") ||
+		!slices.Contains(iso.LandlockFS, "/usr:rx") || slices.ContainsFunc(iso.LandlockFS, func(p string) bool { return strings.HasPrefix(p, "/home") || strings.HasPrefix(p, "/tmp") }) {
+		t.Errorf("landlock_fs %q: want /usr:rx and the run directory :rw, nothing of /home or /tmp", iso.LandlockFS)
+	}
+	if !maps.Equal(rep.Reach, want) || !maps.Equal(rep.ReachNet, wantNet) {
+		t.Errorf("fallback run reached %v (want %v); with the network %v (want %v)", rep.Reach, want, rep.ReachNet, wantNet)
+	}
+	if !iso.InetRefused || rep.NetworkDenied {
+		t.Errorf("attestation: inet_refused %v, network_denied %v", iso.InetRefused, rep.NetworkDenied)
+	}
+	if !strings.Contains(rep.RefusedNet, "network denial is required") {
+		t.Fatalf("RequireNetworkDenial did not refuse: %q", rep.RefusedNet)
+	}
+}
+
+// TestFallbackRootNamespaces: a root host without user namespaces (played
+// here by testNoUserns on a root host, as the kernel's refusal cannot be
+// had without changing the machine's own sysctl) still makes the network,
+// pid, ipc, uts, mount and cgroup namespaces and builds the view, as root,
+// and the program runs under its outside ids with no capabilities: it sees
+// the view's root, not the host's, its network denial is verified, and the
+// attestation says fallback with the namespaces it had.
+func TestFallbackRootNamespaces(t *testing.T) {
+	requireRoot(t)
+	testNoUserns = true
+	s, err := New(Config{PythonBin: testPython(), AllowFallback: true})
+	testNoUserns = false
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.userns || !s.fallback.rootNS {
+		t.Fatalf("userns %v, rootNS %v: want the fallback with namespaces", s.userns, s.fallback.rootNS)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	code := fmt.Sprintf(`import os, socket
+def t(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return type(e).__name__
+with open(os.path.join(os.environ["TMPDIR"], "x"), "w") as f:
+    f.write("x")
+[sorted(os.listdir("/")), socket.gethostname(), os.getuid(), os.getpid(), os.environ["HOME"],
+ t(lambda: socket.create_connection(("127.0.0.1", %d), timeout=2).close()), open("/etc/passwd").read().count(":%%d:" %% os.getuid())]`,
+		ln.Addr().(*net.TCPAddr).Port)
+	res, err := s.Run(context.Background(), sandbox.Request{Code: code})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failure != nil {
+		t.Fatalf("%s: %s\n%s", res.Failure.Type, res.Failure.Message, res.Stderr)
+	}
+	var v []any
+	if err := json.Unmarshal(res.Value, &v); err != nil || len(v) != 7 {
+		t.Fatalf("value %s: %v", res.Value, err)
+	}
+	root := fmt.Sprint(v[0])
+	uid := int(v[2].(float64))
+	if strings.Contains(root, "root") || strings.Contains(root, "home") || strings.Contains(root, "var") || !strings.Contains(root, "usr") ||
+		v[1] != sandboxHost || uid < int(host.DefaultIDFirst) || v[3].(float64) > 3 || v[4] != sandboxHome || v[5] == "ok" || v[6].(float64) != 1 {
+		t.Errorf("the program saw / %s, hostname %v, uid %v, pid %v, HOME %v, a host listener %v, itself in /etc/passwd %v times", root, v[1], v[2], v[3], v[4], v[5], v[6])
+	}
+	iso := res.Isolation
+	if iso.Mode != "fallback" || !res.NetworkDenied || iso.InetRefused || len(iso.LandlockFS) != 0 ||
+		!slices.Equal(iso.Namespaces, []string{"mnt", "net", "pid", "ipc", "uts", "cgroup"}) || iso.RootMount != "own:tmpfs" {
+		t.Errorf("network_denied %v, attestation %+v", res.NetworkDenied, iso)
+	}
+	st := iso.Interpreter
+	if strings.Trim(st.CapEff, "0") != "" || strings.Trim(st.CapBnd, "0") != "" || st.NoNewPrivs != 1 || st.Seccomp != 2 || slices.Contains(st.UID, 0) {
+		t.Errorf("interpreter %+v", st)
+	}
+	if s.hostUID == 0 && iso.Init.UID[0] == 0 {
+		t.Errorf("the init still root after the setup: %+v", iso.Init)
 	}
 }

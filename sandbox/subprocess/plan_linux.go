@@ -62,17 +62,15 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 	if l.Rlimits {
 		p.Rlimits = r.rlimits()
 	}
-	if l.Seccomp {
-		if !s.hooks.noSeccomp {
-			p.Seccomp = s.filter.Bytes()
-		}
-		p.Landlock = s.landlock
-	}
 	home := r.dir
 	var trees []*os.File
-	if s.userns && l.UserNS {
-		p.InnerUID, p.InnerGID = sandboxUID, sandboxGID
-		p.Namespaces = unix.CLONE_NEWUSER
+	// A root host without user namespaces still makes the others, as root,
+	// and the run keeps its outer ids inside (fallback.rootNS).
+	if s.userns && l.UserNS || s.fallback.rootNS {
+		if s.userns {
+			p.InnerUID, p.InnerGID = sandboxUID, sandboxGID
+			p.Namespaces = unix.CLONE_NEWUSER
+		}
 		if l.NetNS && (r.req == nil || !r.req.Network) {
 			p.Namespaces |= unix.CLONE_NEWNET
 		}
@@ -81,6 +79,26 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 			p.Hostname = sandboxHost
 			r.pidNS = true
 		}
+	}
+	r.filter = s.filter
+	if l.Seccomp && !s.userns {
+		// The fallback: files confined by Landlock where no view confines
+		// them, and no IPv4 or IPv6 socket where the request does not grant
+		// the network and no network namespace denies it.
+		if !r.viewed() {
+			s.fallback.landlock(p, r.dir, r.req != nil && r.req.Network)
+			r.iso.LandlockFS = landlockNames(p.LandlockPaths, r.dir)
+		}
+		if r.req != nil && !r.req.Network && p.Namespaces&unix.CLONE_NEWNET == 0 {
+			r.filter = s.fallback.noInet
+			r.iso.InetRefused = !s.hooks.noSeccomp
+		}
+	}
+	if l.Seccomp {
+		if !s.hooks.noSeccomp {
+			p.Seccomp = r.filter.Bytes()
+		}
+		p.Landlock = s.landlock
 	}
 	if r.viewed() {
 		home = sandboxHome
@@ -93,6 +111,19 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 		p.Mounts, trees, err = s.view.mounts(r.dir, s.hostUID == 0, s.cfg.TmpBytes, s.cfg.TmpInodes, s.cfg.TmpBytes/4)
 		if err != nil {
 			return nil, nil, err
+		}
+		if !s.userns {
+			// No user namespace maps the program to the sandbox user: it
+			// finds itself in /etc/passwd under its own outer ids.
+			etc := map[string]string{}
+			for _, f := range host.EtcFilesFor(r.uid, r.gid) {
+				etc[f.Path] = f.Content
+			}
+			for i, m := range p.Mounts {
+				if c, ok := etc[m.Target]; ok && m.Kind == reexec.File {
+					p.Mounts[i].Data = []byte(c)
+				}
+			}
 		}
 		// The compiled bootstrap is a file of the view, not an argument.
 		p.Mounts = append(p.Mounts,
@@ -112,10 +143,11 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 }
 
 // viewed reports whether the run gets the filesystem view: a mount
-// namespace, which needs the user and pid namespaces.
+// namespace, which needs the user and pid namespaces, or a root host
+// making them without a user namespace (fallback.rootNS).
 func (r *run) viewed() bool {
 	l := r.layers
-	return r.s.userns && l.UserNS && l.PidIpcUts && l.Mount
+	return (r.s.userns && l.UserNS || r.s.fallback.rootNS) && l.PidIpcUts && l.Mount
 }
 
 // environ is the child's environment, built from nothing: in a pooled run
@@ -173,7 +205,7 @@ func (r *run) attest() {
 	}
 	if r.layers.Seccomp {
 		if !r.s.hooks.noSeccomp {
-			iso.SeccompDigest = r.s.filter.Digest()
+			iso.SeccompDigest = r.filter.Digest()
 		}
 		iso.LandlockScoped = host.ScopeNames(r.s.landlock)
 	}

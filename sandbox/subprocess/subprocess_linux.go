@@ -49,6 +49,9 @@ type Sandbox struct {
 	view     *view
 	filter   *seccomp.Filter
 	landlock uint64
+	// fallback is what a fallback run gets beyond the above; zero with
+	// user namespaces.
+	fallback fallback
 	hostNS   map[string]string // the host's own namespace links
 	hooks    hooks
 	ids      *host.IDRange // nil: one id for all runs
@@ -163,13 +166,13 @@ func New(cfg Config) (*Sandbox, error) {
 	// first, so that the work on the critical path (the interpreter's
 	// facts, below) is not queued behind it.
 	type probed struct {
-		ok  bool
-		err error
+		ok       bool
+		why, err error
 	}
 	probec := make(chan probed, 1)
 	go func() {
-		ok, err := reexec.Probe(c.RunAs.UID, c.RunAs.GID)
-		probec <- probed{ok, err}
+		ok, why, err := reexec.Probe(c.RunAs.UID, c.RunAs.GID)
+		probec <- probed{ok, why, err}
 	}()
 	go func() {
 		f, err := confinedFilter(c.CacheDir, s.log)
@@ -207,12 +210,14 @@ func New(cfg Config) (*Sandbox, error) {
 	type learned struct {
 		view     *view
 		launcher *bootstrap.Launcher
+		prefixes []string
 		err      error
 	}
 	var l learned
 	{
 		facts, err := learnPython(python, c.CacheDir, s.log)
 		if err == nil {
+			l.prefixes = facts.Prefixes
 			l.view, err = resolveView(python, facts.Prefixes)
 		}
 		if err == nil {
@@ -238,16 +243,28 @@ func New(cfg Config) (*Sandbox, error) {
 	if c.TmpInodes == 0 {
 		c.TmpInodes = DefaultTmpInodes
 	}
-	probeErr := error(nil)
 	pr, m, f := <-probec, <-cgc, <-filter
-	if s.userns, err = pr.ok, pr.err; err != nil {
-		probeErr = fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	if testNoUserns {
+		pr.ok, pr.why = false, syscall.ENOSPC
 	}
-	if probeErr != nil {
-		return nil, probeErr
-	}
-	if !s.userns {
-		s.log.Warn("psych: no user namespace can be had here; runs take the fallback (rlimits, uid drop, seccomp) with no namespaces, no filesystem view and no network denial")
+	switch s.userns = pr.ok; {
+	case errors.Is(pr.err, reexec.ErrRunIDs):
+		return nil, fmt.Errorf("%w: run as %d:%d (map them into this user namespace, or set RunAs to ids it maps): %w", sandbox.ErrInvalidConfig, c.RunAs.UID, c.RunAs.GID, pr.err)
+	case pr.err != nil:
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, pr.err)
+	case !s.userns && !c.AllowFallback:
+		return nil, fmt.Errorf("%w (the kernel answered %v to uid %d); the fallback, with weaker isolation, must be asked for (Config.AllowFallback): %w",
+			ErrNoUserNamespace, errnoName(pr.why), c.RunAs.UID, sandbox.ErrRefused)
+	case !s.userns && s.hostUID == 0 && l.err == nil:
+		// A root host makes the other namespaces and the view without one.
+		if err := rootNamespaces(); err != nil {
+			s.log.Warn("psych: no user namespace can be had here; runs take the fallback, as asked: no namespaces and no filesystem view, but rlimits, the uid drop, seccomp and Landlock where the kernel has it", "why", errnoName(pr.why), "no_namespaces", err)
+			break
+		}
+		s.fallback.rootNS = true
+		s.log.Warn("psych: no user namespace can be had here; runs take the fallback, as asked: network, pid, ipc, uts, mount and cgroup namespaces and the view made as root, the program under its outside ids with no mapping, rlimits, seccomp", "why", errnoName(pr.why))
+	case !s.userns:
+		s.log.Warn("psych: no user namespace can be had here; runs take the fallback, as asked: no namespaces and no filesystem view, but rlimits, the uid drop, seccomp and Landlock where the kernel has it", "why", errnoName(pr.why))
 	}
 	// Every run id must reach its run directory (the init mounts the new
 	// root on it). Through a view, a root host hands the interpreter's trees
@@ -257,7 +274,7 @@ func New(cfg Config) (*Sandbox, error) {
 	// reach, every one may: only it is checked.
 	{
 		uid, gid := c.RunAs.UID, c.RunAs.GID
-		if s.userns && s.hostUID == 0 {
+		if (s.userns || s.fallback.rootNS) && s.hostUID == 0 {
 			if err := checkOthersExec(python); err != nil {
 				return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 			}
@@ -276,6 +293,8 @@ func New(cfg Config) (*Sandbox, error) {
 		if l.err != nil {
 			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, l.err)
 		}
+	}
+	if s.userns || s.fallback.rootNS {
 		s.view, s.launcher = l.view, l.launcher
 	}
 	s.landlock = host.LandlockScopes()
@@ -283,6 +302,11 @@ func New(cfg Config) (*Sandbox, error) {
 	if !s.userns {
 		// The fallback runs as host ids from a range: id 0 alone is refused.
 		f.f, f.err = seccomp.DefaultFilter()
+		if f.err == nil {
+			rootNS := s.fallback.rootNS
+			s.fallback, f.err = newFallback(python, l.prefixes)
+			s.fallback.rootNS = rootNS
+		}
 	}
 	if s.filter, err = f.f, f.err; err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
@@ -428,9 +452,7 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 	switch {
 	case s.cfg.RequireCgroup && s.cg == nil:
 		return nil, fmt.Errorf("a cgroup is required but none can be made here (%v): %w", s.cgErr, sandbox.ErrRefused)
-	case s.cfg.RequireIsolation && !s.userns:
-		return nil, fmt.Errorf("isolation is required but no user namespace can be had here: %w", sandbox.ErrRefused)
-	case s.cfg.RequireNetworkDenial && !s.userns:
+	case s.cfg.RequireNetworkDenial && !s.userns && !s.fallback.rootNS:
 		return nil, fmt.Errorf("network denial is required but no network namespace can be made here: %w", sandbox.ErrRefused)
 	case s.cfg.RequireNetworkDenial && req.Network:
 		return nil, fmt.Errorf("network denial is required but the request grants the network: %w", sandbox.ErrRefused)
@@ -515,8 +537,10 @@ type run struct {
 	netOK bool
 	// pidNS is whether the run got a pid namespace (plan).
 	pidNS bool
-	env   []string // the program's environment, as planned
-	home  string   // HOME, as the program sees it
+	// filter is the seccomp filter the run loads (plan).
+	filter *seccomp.Filter
+	env    []string // the program's environment, as planned
+	home   string   // HOME, as the program sees it
 
 	outR, errR *os.File
 	tmp        *host.TmpfsWatch // the view's /tmp and /dev/shm
@@ -820,7 +844,7 @@ func (r *run) killTree() {
 // setsid'd straggler may hold them open, so they are closed after a grace.
 func (r *run) teardown() {
 	outR, errR := r.outR, r.errR
-	if r.s.userns {
+	if r.s.userns || r.pidNS {
 		return
 	}
 	if r.cg != nil {
@@ -848,4 +872,15 @@ func (r *run) waitEmpty(d time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// errnoName is err with its errno's name: "no space left on device (ENOSPC)".
+func errnoName(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		if n := unix.ErrnoName(errno); n != "" {
+			return fmt.Sprintf("%v (%s)", errno, n)
+		}
+	}
+	return fmt.Sprint(err)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/host"
 	"github.com/psych-runtime/psych/test/contract"
 )
 
@@ -36,7 +37,7 @@ func newTestSandbox(t *testing.T, cfg Config) *Sandbox {
 
 func TestContract(t *testing.T) {
 	var none string
-	if s := newTestSandbox(t, Config{}); !s.userns {
+	if s := newTestSandbox(t, Config{AllowFallback: true}); !s.userns {
 		// Only where the kernel or a security module forbids user
 		// namespaces; CI's machine has them, and the fallback has tests
 		// of its own (TestFallbackWithoutUserNamespaces).
@@ -48,10 +49,67 @@ func TestContract(t *testing.T) {
 	contract.Run(t, contract.Backend{
 		NoIsolation: none,
 		New: func(t *testing.T, opts contract.Options) sandbox.Sandbox {
-			return newTestSandbox(t, Config{EnvAllowlist: opts.EnvAllowlist})
+			return newTestSandbox(t, Config{EnvAllowlist: opts.EnvAllowlist, AllowFallback: none != ""})
 		},
 		SandboxEnv:   []string{"MALLOC_ARENA_MAX", "LC_ALL"},
 		OneOutsideID: map[bool]string{true: "an unprivileged host has one uid to give its runs: its own"}[os.Geteuid() != 0],
+	})
+}
+
+// TestContractRootFallback is the contract suite on a root host without
+// user namespaces (testNoUserns) that still makes the other namespaces and
+// the view: the program under its outside ids, no user namespace.
+func TestContractRootFallback(t *testing.T) {
+	requireRoot(t)
+	testNoUserns = true
+	t.Cleanup(func() { testNoUserns = false })
+	contract.Run(t, contract.Backend{
+		New: func(t *testing.T, opts contract.Options) sandbox.Sandbox {
+			s := newTestSandbox(t, Config{EnvAllowlist: opts.EnvAllowlist, AllowFallback: true})
+			if !s.fallback.rootNS {
+				t.Fatal("no namespaces without a user namespace on this root host")
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+		SandboxEnv: []string{"MALLOC_ARENA_MAX", "LC_ALL"},
+		Namespaces: []string{"mnt", "net", "pid", "ipc", "uts", "cgroup"},
+		HostUIDs:   true,
+	})
+}
+
+// TestContractLandlockFallback is the contract suite on a host without
+// user namespaces where no other namespace can be made either (testNoUserns
+// and testNoRootNS on a root host): files confined by Landlock, IPv4 and
+// IPv6 sockets refused. The isolation cases are skipped (NoIsolation); the
+// others must hold as they do isolated.
+func TestContractLandlockFallback(t *testing.T) {
+	requireRoot(t)
+	testNoUserns, testNoRootNS = true, true
+	t.Cleanup(func() { testNoUserns, testNoRootNS = false, false })
+	contract.Run(t, contract.Backend{
+		NoIsolation: "the fallback without namespaces (Landlock and seccomp only), as asked for",
+		New: func(t *testing.T, opts contract.Options) sandbox.Sandbox {
+			s := newTestSandbox(t, Config{EnvAllowlist: opts.EnvAllowlist, AllowFallback: true})
+			if s.fallback.rootNS || s.fallback.handled == 0 && host.LandlockABI() > 0 {
+				t.Fatalf("rootNS %v, Landlock %#x: want the fallback confined by Landlock alone", s.fallback.rootNS, s.fallback.handled)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+		SandboxEnv: []string{"MALLOC_ARENA_MAX", "LC_ALL"},
+		Namespaces: []string{},
+		HostUIDs:   true,
+		Without: map[string]string{
+			"SetsidGrandchild":  "it finds its grandchild through /proc, which Landlock keeps out of reach",
+			"BootstrapSource":   "it reads /proc/self/cmdline, which Landlock keeps out of reach",
+			"Multiprocessing":   "its semaphores are files of /dev/shm, the host's, which Landlock keeps out of reach",
+			"PseudoTerminals":   "/dev/pts is the host's, which Landlock keeps out of reach",
+			"NoStateAcrossRuns": "it writes the host's /tmp, which Landlock keeps out of reach (a run's own is its TMPDIR)",
+			"FreshTmp":          "the run's directory (its TMPDIR) holds the compiled bootstrap, read-only",
+			"NetworkDatabases":  "it listens on 127.0.0.1, and without a network namespace of its own the filter refuses IPv4 and IPv6 sockets",
+			"RootEntries":       "no view makes an /etc/passwd that names the run's outside uid: the host's is read",
+		},
 	})
 }
 

@@ -72,6 +72,11 @@ type Backend struct {
 	// Cases, when set, runs only the cases of these names (the
 	// interpreter matrix's subset).
 	Cases []string
+	// Without names the cases a backend's mode cannot pass by design, each
+	// with why (the subprocess backend's fallback confined by Landlock has
+	// no /proc, /tmp or pseudo-terminals of its own); each is skipped with
+	// its reason.
+	Without map[string]string
 	// OneOutsideID, when set, says why every run has the same outside uid
 	// here (an unprivileged host has only its own): OwnOutsideIDs then
 	// checks that they share it, and that the quota crosses is no failure.
@@ -163,6 +168,10 @@ func Run(t *testing.T, b Backend) {
 		{"Pool", s.pool},
 	} {
 		if len(b.Cases) > 0 && !slices.Contains(b.Cases, tc.name) {
+			continue
+		}
+		if why, ok := b.Without[tc.name]; ok {
+			t.Run(tc.name, func(t *testing.T) { t.Skip(why) })
 			continue
 		}
 		t.Run(tc.name, tc.fn)
