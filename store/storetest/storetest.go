@@ -324,7 +324,7 @@ func fullExecution() (*psych.Execution, *sandbox.Result) {
 		Usage: &sandbox.Usage{CPUSeconds: 0.75, PeakMemoryBytes: 1 << 27, PeakProcesses: 3, OOMKills: 2, HostCallSeconds: 1.25},
 		Isolation: &sandbox.Isolation{Backend: "container", Engine: "podman", Image: &sandbox.Image{Ref: "python:3.13", Digest: "sha256:def"},
 			Mode: "namespaces", Namespaces: []string{"user", "mnt", "net"}, UIDMap: "0 100000 65536", GIDMap: "0 100000 65536",
-			LandlockScoped: []string{"signal"}, SeccompDigest: "sha256:0123", Init: ps, Interpreter: ps,
+			LandlockScoped: []string{"signal"}, LandlockFS: []string{"/usr:read", "$HOME:write"}, InetRefused: true, SeccompDigest: "sha256:0123", Init: ps, Interpreter: ps,
 			Network: &sandbox.NetworkCheck{Verified: true, Links: []string{"lo"}, Reason: "n/a"}, Cgroup: "v2",
 			Freezable: true, PythonPath: "/usr/bin/python3", EnvKeys: []string{"HOME", "LANG", "PATH"},
 			Limits: map[string]string{"cpu": "10 11"}, RootMount: "own:tmpfs", Warm: true, AgeSeconds: 1.5, ColdReason: "no pooled sandbox was ready"},
