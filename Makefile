@@ -15,7 +15,7 @@ deps:
 
 # psych and psych-full are linked statically (glibc and libseccomp, with
 # Go's own resolver and user lookup): the dynamic link cost about 0.5 ms on
-# every psych start, and again on its fork server's. cmd/psych's tests build
+# every psych start, and again on its fork server's. test/cli's tests build
 # them the same way.
 STATIC := -tags netgo,osusergo -ldflags '-linkmode=external -extldflags=-static'
 

@@ -1,17 +1,21 @@
 // Command psych runs one Python program in psych's sandbox and prints the
-// result. It links the subprocess backend only; what needs the container
-// backend, a psych.Runtime or the store (run --backend container, run
-// --demo-tools, run --store, runs, doctor, bench) it hands to psych-full,
-// beside it or on PATH. See internal/cli for the commands, their flags and
-// exit codes.
+// result. It links the subprocess backend only: its table has psych run
+// alone, and it hands every other command (runs, doctor, bench, …) and
+// what run needs psych-full for (--backend container, --demo-tools,
+// --store) to psych-full, beside it or on PATH. See internal/cli for the
+// runner and the exit codes, cmd/internal/commands for the commands.
 package main
 
 import (
 	"os"
 
-	command "github.com/psych-runtime/psych/internal/cli"
+	"github.com/psych-runtime/psych/cmd/internal/commands/run"
+	"github.com/psych-runtime/psych/internal/cli"
 )
 
 func main() {
-	os.Exit(command.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, nil))
+	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr,
+		run.Lean,
+		cli.Rest, // every other command: psych-full's
+	))
 }

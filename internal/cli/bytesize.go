@@ -7,9 +7,9 @@ import (
 	"strings"
 )
 
-// byteSize is a byte-count flag: a plain integer, or one with a KiB, MiB or
+// ByteSize is a byte-count flag: a plain integer, or one with a KiB, MiB or
 // GiB suffix (binary multiples). Fractions are refused.
-type byteSize int64
+type ByteSize int64
 
 var byteUnits = []struct {
 	suffix string
@@ -34,14 +34,14 @@ func parseByteSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
-func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+func (b *ByteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
 
-func (b *byteSize) Set(s string) error {
+func (b *ByteSize) Set(s string) error {
 	n, err := parseByteSize(s)
 	if err != nil {
 		return err
 	}
-	*b = byteSize(n)
+	*b = ByteSize(n)
 	return nil
 }
 

@@ -98,11 +98,21 @@ func TestImportRules(t *testing.T) {
 		}
 		// psych's own command links no container backend, no gRPC, no
 		// SQLite and no psych.Runtime: its start-up is the cold path's
-		// (internal/cli); psych-full has them.
-		if path == module+"/cmd/psych" || path == module+"/internal/cli" {
+		// (internal/cli, the run command's lean form); psych-full has
+		// them, in cmd/internal/full and the commands only it has.
+		if path == module+"/cmd/psych" || under(path, "internal/cli", "cmd/internal/commands/run") {
 			for _, d := range p.Deps {
-				if d == module || under(d, "sandbox/container", "internal/doctor", "internal/bench", "internal/cli/runtimecmd", "store/sqlite", "egress") || strings.HasPrefix(d, "google.golang.org/grpc") || strings.HasPrefix(d, "github.com/containerd/") || strings.HasPrefix(d, "modernc.org/") {
+				if d == module || under(d, "sandbox/container", "internal/doctor", "internal/bench", "cmd/internal/full", "cmd/internal/commands/runs", "cmd/internal/commands/doctor", "cmd/internal/commands/bench", "store/sqlite", "egress") || strings.HasPrefix(d, "google.golang.org/grpc") || strings.HasPrefix(d, "github.com/containerd/") || strings.HasPrefix(d, "modernc.org/") {
 					t.Errorf("%s depends on %s", path, d)
+				}
+			}
+		}
+		// The runner knows no command: the commands are the binaries'
+		// tables.
+		if under(path, "internal/cli") {
+			for _, d := range p.Deps {
+				if under(d, "cmd") {
+					t.Errorf("%s depends on the command %s", path, d)
 				}
 			}
 		}
@@ -125,8 +135,9 @@ func TestImportRules(t *testing.T) {
 	if root := pkgs[module]; !slices.Contains(root.Deps, module+"/sandbox") || !slices.Contains(pkgs[module+"/store/sqlite"].Deps, "modernc.org/sqlite") {
 		t.Fatalf("go list shows no dependency of the root package on sandbox, or of store/sqlite on modernc.org/sqlite")
 	}
-	if eng := pkgs[module+"/cmd/psych-full"]; !slices.Contains(eng.Deps, module+"/sandbox/container") || !slices.Contains(eng.Deps, module) || !slices.Contains(pkgs[module+"/cmd/psych"].Deps, module+"/internal/cli") {
-		t.Fatalf("go list shows no dependency of cmd/psych-full on sandbox/container or the root package, or of cmd/psych on internal/cli")
+	if eng := pkgs[module+"/cmd/psych-full"]; !slices.Contains(eng.Deps, module+"/sandbox/container") || !slices.Contains(eng.Deps, module) || !slices.Contains(eng.Deps, module+"/cmd/internal/full") ||
+		!slices.Contains(pkgs[module+"/cmd/psych"].Deps, module+"/internal/cli") || !slices.Contains(pkgs[module+"/cmd/psych"].Deps, module+"/cmd/internal/commands/run") {
+		t.Fatalf("go list shows no dependency of cmd/psych-full on sandbox/container, the root package or cmd/internal/full, or of cmd/psych on internal/cli or the run command")
 	}
 	if checked < 7 {
 		t.Fatalf("checked only %d sandbox packages", checked)

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package runtimecmd
+package full
 
 import "io/fs"
 

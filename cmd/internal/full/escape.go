@@ -1,4 +1,4 @@
-package runtimecmd
+package full
 
 import (
 	"bytes"
@@ -10,18 +10,18 @@ import (
 	"unicode/utf8"
 )
 
-// escape makes s safe to print on a terminal: every rune that is not
+// Escape makes s safe to print on a terminal: every rune that is not
 // printable (unicode.IsPrint, the ASCII space aside) becomes a \x, \u or \U
 // escape, among them the C0 and C1 controls, DEL, the bidirectional
 // controls (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C) and the
 // line and paragraph separators; an invalid UTF-8 byte becomes \xNN.
 // Newlines and tabs are kept unless oneLine.
-func escape(s string, oneLine bool) string {
+func Escape(s string, oneLine bool) string {
 	out, _ := escapeCapped(s, oneLine, -1)
 	return out
 }
 
-// escapeCapped is escape, stopping once the output holds max runes
+// escapeCapped is Escape, stopping once the output holds max runes
 // (max < 0: no cap); more is how many bytes of s were not shown.
 func escapeCapped(s string, oneLine bool, max int) (out string, more int) {
 	var b strings.Builder
@@ -53,9 +53,9 @@ func escapeCapped(s string, oneLine bool, max int) (out string, more int) {
 	return b.String(), 0
 }
 
-// shown is a JSON text as a person is shown it: compact, escaped, at most
+// Shown is a JSON text as a person is shown it: compact, escaped, at most
 // max runes, then how many bytes more there are.
-func shown(raw json.RawMessage, max int) (string, int) {
+func Shown(raw json.RawMessage, max int) (string, int) {
 	out, more := escapeCapped(compact(raw), true, max)
 	if more > 0 {
 		out += fmt.Sprintf("… (%d more bytes)", more)
@@ -63,11 +63,11 @@ func shown(raw json.RawMessage, max int) (string, int) {
 	return out, more
 }
 
-// jsonSafe is a JSON text with every rune escape would escape written as a
+// JSONSafe is a JSON text with every rune Escape would escape written as a
 // \u escape (a surrogate pair past U+FFFF), the newlines between values
 // aside: the same JSON value, with nothing a terminal acts on. Such runes
 // occur only inside strings, where \u escapes mean them.
-func jsonSafe(b []byte) []byte {
+func JSONSafe(b []byte) []byte {
 	var out bytes.Buffer
 	for len(b) > 0 {
 		r, size := utf8.DecodeRune(b)

@@ -1,17 +1,17 @@
-package main
+package cli
 
 import (
 	"testing"
 
-	"github.com/psych-runtime/psych/internal/cli"
+	command "github.com/psych-runtime/psych/internal/cli"
 	"github.com/psych-runtime/psych/sandbox/container"
 )
 
 // TestDefaultsAgree: the flags' help in psych (which cannot link the
 // container package) names the container backend's real defaults.
 func TestDefaultsAgree(t *testing.T) {
-	if cli.DefaultImage != container.DefaultImage || cli.DefaultContainerPython != container.DefaultContainerPython {
+	if command.DefaultImage != container.DefaultImage || command.DefaultContainerPython != container.DefaultContainerPython {
 		t.Fatalf("internal/cli says %q, %q; sandbox/container says %q, %q",
-			cli.DefaultImage, cli.DefaultContainerPython, container.DefaultImage, container.DefaultContainerPython)
+			command.DefaultImage, command.DefaultContainerPython, container.DefaultImage, container.DefaultContainerPython)
 	}
 }

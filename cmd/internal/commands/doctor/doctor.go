@@ -1,4 +1,7 @@
-package main
+// Package doctor is `psych doctor [--json] [--python PATH]
+// [--require-cgroup] [--image REF]`: internal/doctor's checks of this
+// host, printed. psych-full has it; the lean psych hands it over.
+package doctor
 
 import (
 	"context"
@@ -11,15 +14,23 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/psych-runtime/psych/internal/cli"
 	"github.com/psych-runtime/psych/internal/doctor"
 	"github.com/psych-runtime/psych/sandbox/container"
 )
 
-// doctorCmd is `psych doctor`: one line per check, then the attestation of
+// Command is psych doctor: one line per check, then the attestation of
 // one fully isolated execution. It exits 1 when any check FAILs (the
 // subprocess backend cannot give full isolation here), else 0; 2 on a
 // usage error.
-func doctorCmd(args []string, stdout, stderr io.Writer) int {
+var Command = cli.Command{Name: "doctor", Run: func(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	return command(args, stdout, stderr)
+}}
+
+// exitFailed is the exit code when a check FAILs.
+const exitFailed = 1
+
+func command(args []string, stdout, stderr io.Writer) int {
 	var opts doctor.Options
 	var asJSON bool
 	fs := flag.NewFlagSet("psych doctor", flag.ContinueOnError)
@@ -30,19 +41,19 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&opts.Image, "image", "", "container image to look for in each engine (default "+container.DefaultImage+")")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
+			return cli.ExitOK
 		}
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if fs.NArg() != 0 {
 		fmt.Fprintf(stderr, "psych doctor: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+		return cli.ExitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep := doctor.Run(ctx, opts)
 	if ctx.Err() != nil {
-		return exitInterrupted
+		return cli.ExitInterrupted
 	}
 	var err error
 	if asJSON {
@@ -55,10 +66,10 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "psych doctor: %v\n", err)
-		return exitHostFault
+		return cli.ExitHostFault
 	}
 	if rep.Failed() {
-		return 1
+		return exitFailed
 	}
-	return exitOK
+	return cli.ExitOK
 }

@@ -1,4 +1,4 @@
-package runtimecmd
+package runs
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/psych-runtime/psych"
+	"github.com/psych-runtime/psych/cmd/internal/full"
+	"github.com/psych-runtime/psych/internal/cli"
 	"github.com/psych-runtime/psych/sandbox"
 )
 
@@ -17,8 +19,8 @@ import (
 const hostile = "\x1b]0;owned\x07\x1b[2J\u202eevil\u009b31m\r"
 
 // ledgerStore opens st whatever the path.
-func ledgerStore(st *psych.MemoryStore) func(string) (Store, error) {
-	return func(string) (Store, error) { return nopClose{st}, nil }
+func ledgerStore(st *psych.MemoryStore) func(string) (full.Store, error) {
+	return func(string) (full.Store, error) { return nopClose{st}, nil }
 }
 
 type nopClose struct{ *psych.MemoryStore }
@@ -51,7 +53,7 @@ func recordHostile(t *testing.T) (*psych.MemoryStore, string) {
 func TestRunsShowEscapes(t *testing.T) {
 	st, id := recordHostile(t)
 	var out, errb bytes.Buffer
-	if code := Runs([]string{"show", "--store", t.TempDir(), id}, &out, &errb, ledgerStore(st), nil); code != exitOK {
+	if code := command([]string{"show", "--store", t.TempDir(), id}, &out, &errb, ledgerStore(st), nil); code != cli.ExitOK {
 		t.Fatalf("runs show: exit %d: %s", code, errb.String())
 	}
 	s := out.String()
@@ -72,7 +74,7 @@ func TestRunsShowEscapes(t *testing.T) {
 func TestRunsShowJSONEscapes(t *testing.T) {
 	st, id := recordHostile(t)
 	var out, errb bytes.Buffer
-	if code := Runs([]string{"show", "--json", "--store", t.TempDir(), id}, &out, &errb, ledgerStore(st), nil); code != exitOK {
+	if code := command([]string{"show", "--json", "--store", t.TempDir(), id}, &out, &errb, ledgerStore(st), nil); code != cli.ExitOK {
 		t.Fatalf("runs show --json: exit %d: %s", code, errb.String())
 	}
 	for _, bad := range []string{"\x1b", "\x07", "\r", "\u202e", "\u009b"} {
@@ -120,7 +122,7 @@ func TestRunsReplayOperatorLimits(t *testing.T) {
 		}
 		var out, errb bytes.Buffer
 		args := append(append([]string{"replay", "--store", t.TempDir()}, c.flags...), id)
-		Runs(args, &out, &errb, ledgerStore(st), flags)
+		command(args, &out, &errb, ledgerStore(st), flags)
 		if got := spy.req.Limits.Merge(sandbox.DefaultLimits()); spy.req.Network != c.network || got != c.limits {
 			t.Errorf("runs replay %v ran with network %v, limits %+v; want %v, %+v (stderr %s)", c.flags, spy.req.Network, got, c.network, c.limits, errb.String())
 		}

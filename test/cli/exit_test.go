@@ -1,7 +1,8 @@
-package main
+package cli
 
 // The documented exit codes (internal/cli's package doc), as the tests
-// expect them of the built command.
+// expect them of the built command: written out, not cli.Exit…, so that a
+// change of the codes fails here.
 const (
 	exitOK          = 0
 	exitHostFault   = 1

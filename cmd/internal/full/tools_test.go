@@ -1,6 +1,6 @@
 //go:build linux
 
-package runtimecmd
+package full
 
 import (
 	"context"

@@ -1,4 +1,7 @@
-package runtimecmd
+// Package runs is `psych runs list|show|replay --store FILE [ID]`: the
+// executions psych run --store recorded, one of them as a ledger, or its
+// replay. psych-full has it; the lean psych hands it over.
+package runs
 
 import (
 	"bytes"
@@ -16,14 +19,9 @@ import (
 	"time"
 
 	"github.com/psych-runtime/psych"
+	"github.com/psych-runtime/psych/cmd/internal/full"
 	"github.com/psych-runtime/psych/internal/cli"
 	"github.com/psych-runtime/psych/sandbox"
-)
-
-const (
-	exitOK        = cli.ExitOK
-	exitHostFault = cli.ExitHostFault
-	exitUsage     = cli.ExitUsage
 )
 
 const runsUsage = `usage: psych runs list --store FILE [--json]
@@ -47,13 +45,23 @@ const (
 	exitReplayFault = 4
 )
 
-// Runs is `psych runs ARGS`: open opens the store, and sandboxFlags
+// Command is psych runs, on the SQLite store, replaying on the backend the
+// sandbox flags ask for.
+var Command = cli.Command{Name: "runs", Run: func(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	return command(args, stdout, stderr, full.OpenStore, func(fs *flag.FlagSet) func() (sandbox.Sandbox, func(), error) {
+		var f cli.SandboxFlags
+		f.Register(fs)
+		return func() (sandbox.Sandbox, func(), error) { return f.New(full.Container) }
+	})
+}}
+
+// command is `psych runs ARGS`: open opens the store, and sandboxFlags
 // registers the sandbox flags of runs replay and makes the Sandbox they
 // ask for (cli.SandboxFlags). It returns the exit code.
-func Runs(args []string, stdout, stderr io.Writer, open func(path string) (Store, error), sandboxFlags func(*flag.FlagSet) func() (sandbox.Sandbox, func(), error)) int {
+func command(args []string, stdout, stderr io.Writer, open func(path string) (full.Store, error), sandboxFlags func(*flag.FlagSet) func() (sandbox.Sandbox, func(), error)) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, runsUsage)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	var store string
 	var asJSON, network, recordedLimits bool
@@ -70,13 +78,13 @@ func Runs(args []string, stdout, stderr io.Writer, open func(path string) (Store
 		fs.BoolVar(&recordedLimits, "recorded-limits", false, "run under the recorded limits, each at most the default")
 	default:
 		fmt.Fprintf(stderr, "psych runs: unknown command %q\n%s", args[0], runsUsage)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
+			return cli.ExitOK
 		}
-		return exitUsage
+		return cli.ExitUsage
 	}
 	wantArgs := 1
 	if args[0] == "list" {
@@ -84,16 +92,16 @@ func Runs(args []string, stdout, stderr io.Writer, open func(path string) (Store
 	}
 	if store == "" || fs.NArg() != wantArgs {
 		fmt.Fprint(stderr, runsUsage)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if _, err := os.Stat(store); err != nil {
 		fmt.Fprintf(stderr, "psych runs: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	st, err := open(store)
 	if err != nil {
 		fmt.Fprintf(stderr, "psych runs: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	defer st.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -123,7 +131,7 @@ func runsList(ctx context.Context, st psych.Store, asJSON bool, stdout, stderr i
 	execs, err := st.Executions(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "psych runs list: %v\n", err)
-		return exitHostFault
+		return cli.ExitHostFault
 	}
 	if asJSON {
 		type row struct {
@@ -141,10 +149,10 @@ func runsList(ctx context.Context, st psych.Store, asJSON bool, stdout, stderr i
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tSTARTED\tSTATUS\tPROGRAM")
 	for _, e := range execs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%.60q\n", escape(e.ID, true), e.Started.Format(time.RFC3339), escape(status(&e), true), firstLine(e.Code))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%.60q\n", full.Escape(e.ID, true), e.Started.Format(time.RFC3339), full.Escape(status(&e), true), firstLine(e.Code))
 	}
 	w.Flush()
-	return exitOK
+	return cli.ExitOK
 }
 
 // ledgerCall is a call as runs show prints it.
@@ -171,14 +179,14 @@ func runsShow(ctx context.Context, st psych.Store, id string, asJSON bool, stdou
 	if err != nil {
 		fmt.Fprintf(stderr, "psych runs show: %v\n", err)
 		if errors.Is(err, psych.ErrNotFound) {
-			return exitUsage
+			return cli.ExitUsage
 		}
-		return exitHostFault
+		return cli.ExitHostFault
 	}
 	calls, err := st.Calls(ctx, id)
 	if err != nil {
 		fmt.Fprintf(stderr, "psych runs show: %v\n", err)
-		return exitHostFault
+		return cli.ExitHostFault
 	}
 	ledger := []ledgerCall{}
 	for _, c := range calls {
@@ -192,9 +200,9 @@ func runsShow(ctx context.Context, st psych.Store, id string, asJSON bool, stdou
 		}{e, status(e), ledger})
 	}
 	// Everything from the ledger is escaped: a program wrote much of it.
-	fmt.Fprintf(stdout, "execution %s  %s  %s\n", escape(e.ID, true), e.Started.Format(time.RFC3339), escape(status(e), true))
-	fmt.Fprintf(stdout, "backend %s %s  python %s\n", escape(e.Backend, true), escape(e.Engine, true), escape(e.Interpreter, true))
-	fmt.Fprintf(stdout, "--- program\n%s", escape(e.Code, false))
+	fmt.Fprintf(stdout, "execution %s  %s  %s\n", full.Escape(e.ID, true), e.Started.Format(time.RFC3339), full.Escape(status(e), true))
+	fmt.Fprintf(stdout, "backend %s %s  python %s\n", full.Escape(e.Backend, true), full.Escape(e.Engine, true), full.Escape(e.Interpreter, true))
+	fmt.Fprintf(stdout, "--- program\n%s", full.Escape(e.Code, false))
 	if !strings.HasSuffix(e.Code, "\n") {
 		fmt.Fprintln(stdout)
 	}
@@ -202,20 +210,20 @@ func runsShow(ctx context.Context, st psych.Store, id string, asJSON bool, stdou
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "SEQ\tTOOL\tARGS\tDECISION\tOUTCOME\tDURATION")
 	for _, c := range ledger {
-		args, _ := shown(c.Args, 80)
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%.3fms\n", c.Seq, escape(c.Tool, true), args, escape(string(c.Decision), true), escape(c.Outcome, true), c.Duration*1000)
+		args, _ := full.Shown(c.Args, 80)
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%.3fms\n", c.Seq, full.Escape(c.Tool, true), args, full.Escape(string(c.Decision), true), full.Escape(c.Outcome, true), c.Duration*1000)
 	}
 	w.Flush()
 	if r := e.Result; r != nil {
 		fmt.Fprintln(stdout, "--- result")
 		if r.Value != nil {
-			fmt.Fprintf(stdout, "value %s\n", escape(string(r.Value), true))
+			fmt.Fprintf(stdout, "value %s\n", full.Escape(string(r.Value), true))
 		}
 		if f := r.Failure; f != nil {
-			fmt.Fprint(stdout, escape(f.Traceback, false))
+			fmt.Fprint(stdout, full.Escape(f.Traceback, false))
 		}
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 func runsReplay(ctx context.Context, st psych.Store, newSandbox func() (sandbox.Sandbox, func(), error), id string, opts psych.ReplayOptions, stdout, stderr io.Writer) int {
@@ -232,37 +240,37 @@ func runsReplay(ctx context.Context, st psych.Store, newSandbox func() (sandbox.
 	if err != nil {
 		fmt.Fprintf(stderr, "psych runs replay: %v\n", err)
 		if errors.Is(err, psych.ErrNotFound) {
-			return exitUsage
+			return cli.ExitUsage
 		}
-		if code := cli.Report(io.Discard, "", err); code != exitHostFault {
+		if code := cli.Report(io.Discard, "", err); code != cli.ExitHostFault {
 			return code
 		}
 		return exitReplayFault
 	}
 	for _, n := range rep.Notes {
-		fmt.Fprintf(stderr, "psych runs replay: note: %s\n", escape(n, true))
+		fmt.Fprintf(stderr, "psych runs replay: note: %s\n", full.Escape(n, true))
 	}
 	if rep.Divergence != nil {
 		encodeJSON(stdout, stderr, rep.Divergence)
 		return exitDiverged
 	}
 	fmt.Fprintf(stdout, "reproduced %s\n", id)
-	return exitOK
+	return cli.ExitOK
 }
 
 // encodeJSON prints v as JSON with every control and bidi character of
-// its strings as a \u escape (jsonSafe): the ledger's strings are the
+// its strings as a \u escape (full.JSONSafe): the ledger's strings are the
 // program's.
 func encodeJSON(stdout, stderr io.Writer, v any) int {
 	var b bytes.Buffer
-	if code := cli.EncodeJSON(&b, stderr, v); code != exitOK {
+	if code := cli.EncodeJSON(&b, stderr, v); code != cli.ExitOK {
 		return code
 	}
-	if _, err := stdout.Write(jsonSafe(b.Bytes())); err != nil {
+	if _, err := stdout.Write(full.JSONSafe(b.Bytes())); err != nil {
 		fmt.Fprintf(stderr, "psych runs: %v\n", err)
-		return exitHostFault
+		return cli.ExitHostFault
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 func firstLine(s string) string {

@@ -1,4 +1,7 @@
-package main
+// Package bench is `psych bench`: internal/bench's rows (the cold run
+// layer by layer, each engine, the CLI, warm pools) measured on this host
+// and printed. psych-full has it; the lean psych hands it over.
+package bench
 
 import (
 	"context"
@@ -15,10 +18,16 @@ import (
 	"syscall"
 
 	"github.com/psych-runtime/psych/internal/bench"
+	"github.com/psych-runtime/psych/internal/cli"
 	"github.com/psych-runtime/psych/sandbox/container"
 )
 
-func benchCmd(args []string, stdout, stderr io.Writer) int {
+// Command is psych bench.
+var Command = cli.Command{Name: "bench", Run: func(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	return command(args, stdout, stderr)
+}}
+
+func command(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("psych bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg bench.Config
@@ -34,19 +43,19 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&pools, "pool", "", "measure warm pools of these sizes (comma-separated, such as 2,8) beside the cold run, instead of the layers")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
+			return cli.ExitOK
 		}
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if fs.NArg() != 0 || cfg.Runs <= 0 {
 		fmt.Fprint(stderr, "usage: psych bench [--runs N] [--json] [--python PATH] [--program FILE] [--image REF] [--pool N,...]\n")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if program != "" {
-		code, err := readProgram(program, nil)
+		code, err := cli.ReadProgram(program, nil)
 		if err != nil {
 			fmt.Fprintf(stderr, "psych bench: %v\n", err)
-			return exitUsage
+			return cli.ExitUsage
 		}
 		cfg.Program = code
 	}
@@ -57,7 +66,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 {
 			fmt.Fprintf(stderr, "psych bench: --pool %q: want sizes of 1 or more\n", pools)
-			return exitUsage
+			return cli.ExitUsage
 		}
 		cfg.Pools = append(cfg.Pools, n)
 	}
@@ -79,15 +88,15 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "psych bench: %v\n", err)
 		if errors.Is(err, context.Canceled) {
-			return exitInterrupted
+			return cli.ExitInterrupted
 		}
-		return exitHostFault
+		return cli.ExitHostFault
 	}
 	if asJSON {
-		return encodeJSON(stdout, stderr, rep)
+		return cli.EncodeJSON(stdout, stderr, rep)
 	}
 	bench.Print(stdout, rep)
-	return exitOK
+	return cli.ExitOK
 }
 
 // psychBinary is the psych the cli row measures: the one beside this

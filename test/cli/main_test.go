@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 	// backend, doctor and bench to; linked statically, as make build
 	// links them.
 	psychBin = filepath.Join(dir, "psych")
-	build := exec.Command("go", "build", "-tags", "netgo,osusergo", "-ldflags", "-linkmode=external -extldflags=-static", "-o", dir+"/", ".", "../psych-full")
+	build := exec.Command("go", "build", "-tags", "netgo,osusergo", "-ldflags", "-linkmode=external -extldflags=-static", "-o", dir+"/", "../../cmd/psych", "../../cmd/psych-full")
 	if out, err := build.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		panic("build psych and psych-full: " + err.Error() + "\n" + string(out))

@@ -1,4 +1,4 @@
-package runtimecmd
+package full
 
 import (
 	"bufio"
@@ -209,8 +209,8 @@ func (a *ttyApprover) Approve(ctx context.Context, req psych.ApprovalRequest) (p
 	// The arguments are the canonical form the tool will get (the Runtime
 	// gives every consumer that one), escaped and capped: nothing the
 	// program wrote reaches the terminal as it wrote it.
-	args, _ := shown(req.Call.Args, promptArgsRunes)
-	fmt.Fprintf(a.out, "psych: %s wants to call %s(%s) [%s]. Allow? [y/N] ", escape(string(req.Call.Via), true), escape(req.Spec.Name, true), args, escape(req.Decision.Reason, true))
+	args, _ := Shown(req.Call.Args, promptArgsRunes)
+	fmt.Fprintf(a.out, "psych: %s wants to call %s(%s) [%s]. Allow? [y/N] ", Escape(string(req.Call.Via), true), Escape(req.Spec.Name, true), args, Escape(req.Decision.Reason, true))
 	select {
 	case s, ok := <-a.lines:
 		if !ok {

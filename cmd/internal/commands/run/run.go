@@ -1,0 +1,198 @@
+// Package run is `psych run [flags] FILE|-`: it runs one Python program in
+// the sandbox and prints its result (internal/cli's report), or its
+// Result as JSON with --json.
+//
+// Both builds have it: the lean psych's (Lean) runs on the subprocess
+// backend and hands --backend container, --demo-tools and --store to
+// psych-full; psych-full's (New with cmd/internal/full's backend and
+// Runtime) has them all. This package links neither the container backend
+// nor a psych.Runtime: the lean psych imports it.
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/psych-runtime/psych/internal/cli"
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+// Config is what a build adds to psych run beyond the subprocess backend.
+type Config struct {
+	// Container makes the container backend; nil hands --backend
+	// container to psych-full.
+	Container cli.ContainerBackend
+	// Execute runs req on sb through a psych.Runtime with o's tools,
+	// approval and store; nil hands --demo-tools and --store to
+	// psych-full.
+	Execute func(ctx context.Context, sb sandbox.Sandbox, req sandbox.Request, o ExecOptions) (*sandbox.Result, error)
+}
+
+// ExecOptions are the run flags that need a psych.Runtime.
+type ExecOptions struct {
+	DemoTools bool
+	Approve   string // yes, no or ask
+	Store     string // the SQLite file to record into; empty: none
+}
+
+// Lean is psych run as the lean psych has it: the subprocess backend only.
+var Lean = New(Config{})
+
+// New is psych run with what c adds.
+func New(c Config) cli.Command {
+	return cli.Command{Name: "run", Run: func(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+		return run(c, args, stdin, stdout, stderr)
+	}}
+}
+
+// flags are the flags of psych run.
+type flags struct {
+	cli.SandboxFlags
+	json, network, demoTools       bool
+	approve, store                 string
+	cpu, wall, approval            float64
+	processes, openFiles           int
+	addressSpace, fileSize, memory cli.ByteSize
+	stack                          cli.ByteSize
+}
+
+func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var f flags
+	fs := flag.NewFlagSet("psych run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.BoolVar(&f.json, "json", false, "print the Result as one JSON object")
+	fs.Float64Var(&f.cpu, "cpu-seconds", 0, "CPU limit in seconds (default 10)")
+	fs.Var(&f.addressSpace, "address-space", "address-space limit: bytes, or with KiB/MiB/GiB (default 512MiB)")
+	fs.Var(&f.fileSize, "file-size", "largest file the program may write (default 10MiB)")
+	fs.Var(&f.memory, "memory", "resident memory of the whole run, all processes together (default: the address-space limit)")
+	fs.IntVar(&f.processes, "processes", 0, "processes and threads (default 64)")
+	fs.Var(&f.stack, "stack", "RLIMIT_STACK: the main thread's stack and each thread's (default 4MiB, so that 64 threads fit in 512MiB)")
+	fs.IntVar(&f.openFiles, "open-files", 0, "open file descriptors per process, RLIMIT_NOFILE (default 1024; at most the host's own hard limit)")
+	fs.Float64Var(&f.wall, "wall-seconds", 0, "wall-clock limit in seconds (default 30)")
+	fs.Float64Var(&f.approval, "approval-seconds", 0, "total time the run may spend suspended while a person approves its tool calls (default 600)")
+	fs.BoolVar(&f.network, "network", false, "grant the program the host's network (it then shares the host's network namespace)")
+	fs.BoolVar(&f.demoTools, "demo-tools", false, "offer the demo tools echo(**kw), sleep(seconds), fail(message) and the destructive remove_file(path), which acts in a demo directory of its own")
+	f.SandboxFlags.Register(fs)
+	fs.StringVar(&f.approve, "approve", "no", "answer to a destructive tool's approval: yes, no, or ask (on the terminal)")
+	fs.StringVar(&f.store, "store", "", "record the run and its tool calls into this SQLite file")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cli.ExitOK
+		}
+		return cli.ExitUsage
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprint(stderr, "psych run: want exactly one FILE or - (stdin)\n")
+		return cli.ExitUsage
+	}
+	whole := append([]string{"run"}, args...)
+	if f.Container() && c.Container == nil {
+		return cli.HandOver(stderr, whole, "--backend container")
+	}
+	if f.store != "" && c.Execute == nil {
+		return cli.HandOver(stderr, whole, "--store")
+	}
+	if f.demoTools && c.Execute == nil {
+		return cli.HandOver(stderr, whole, "--demo-tools")
+	}
+	code, err := cli.ReadProgram(fs.Arg(0), stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "psych run: %v\n", err)
+		return cli.ExitUsage
+	}
+	for _, l := range []struct {
+		flag  string
+		value float64
+	}{{"cpu-seconds", f.cpu}, {"wall-seconds", f.wall}, {"approval-seconds", f.approval}, {"processes", float64(f.processes)}, {"open-files", float64(f.openFiles)}} {
+		if l.value < 0 {
+			fmt.Fprintf(stderr, "psych run: --%s %g: must not be negative\n", l.flag, l.value)
+			return cli.ExitUsage
+		}
+	}
+	switch f.approve {
+	case "yes", "no", "ask":
+	default:
+		fmt.Fprintf(stderr, "psych run: --approve %q: want yes, no or ask\n", f.approve)
+		return cli.ExitUsage
+	}
+	interrupts := watchInterrupts()
+	sb, closeSandbox, err := f.SandboxFlags.New(c.Container)
+	if err != nil {
+		return report(stderr, err)
+	}
+	defer closeSandbox()
+	req := sandbox.Request{
+		Code:    code,
+		Network: f.network,
+		Env:     f.Env(),
+		Limits: sandbox.Limits{
+			CPUSeconds:        f.cpu,
+			AddressSpaceBytes: int64(f.addressSpace),
+			FileSizeBytes:     int64(f.fileSize),
+			ProcessCount:      f.processes,
+			WallSeconds:       f.wall,
+			MemoryBytes:       int64(f.memory),
+			StackBytes:        int64(f.stack),
+			OpenFiles:         f.openFiles,
+			ApprovalSeconds:   f.approval,
+		},
+	}
+	ctx, stop := interrupts()
+	defer stop()
+	var res *sandbox.Result
+	if f.demoTools || f.store != "" {
+		res, err = c.Execute(ctx, sb, req, ExecOptions{DemoTools: f.demoTools, Approve: f.approve, Store: f.store})
+	} else {
+		res, err = sb.Run(ctx, req)
+	}
+	if err != nil && res == nil {
+		return report(stderr, err)
+	}
+	status := cli.ExitOK
+	if err != nil { // the result is in; recording it failed
+		fmt.Fprintf(stderr, "psych run: %v\n", err)
+		status = cli.ExitHostFault
+	}
+	if f.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(res); err != nil {
+			fmt.Fprintf(stderr, "psych run: %v\n", err)
+			return cli.ExitHostFault
+		}
+		return status
+	}
+	cli.PrintResult(res, stdout, stderr)
+	return status
+}
+
+func report(stderr io.Writer, err error) int { return cli.Report(stderr, "psych run", err) }
+
+// watchInterrupts starts catching SIGINT and SIGTERM beside the backend's
+// setup: signal.Notify's first call waits for the runtime's signal thread
+// to start (about 1 ms here). The function it returns waits for that and
+// gives the context they cancel. Until then a signal ends psych as it would
+// without a handler; the sandbox dies with it, and the next run sweeps what
+// it left.
+func watchInterrupts() func() (context.Context, context.CancelFunc) {
+	type caught struct {
+		ctx  context.Context
+		stop context.CancelFunc
+	}
+	ready := make(chan caught, 1)
+	go func() {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		ready <- caught{ctx, stop}
+	}()
+	return func() (context.Context, context.CancelFunc) {
+		c := <-ready
+		return c.ctx, c.stop
+	}
+}
