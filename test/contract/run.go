@@ -232,8 +232,10 @@ func (s *suite) approvalLimit(t *testing.T) {
 	if calls := strings.Count(res.Stdout, "\n"); calls < 2 {
 		t.Errorf("%d calls completed (stdout %q): want the cap to end a run whose waits add up to it, each shorter", calls, res.Stdout)
 	}
+	// Suspended counts until the frozen run is gone: the kill's latency
+	// (docker's, under a loaded machine, above a second) is in it.
 	want := time.Duration(limit * float64(time.Second))
-	if res.Suspended < want-50*time.Millisecond || res.Suspended > want+s.scaled(time.Second) {
+	if res.Suspended < want-50*time.Millisecond || res.Suspended > want+s.scaled(3*time.Second) {
 		t.Errorf("suspended %v, want about the limit, %v", res.Suspended, want)
 	}
 	if res.Duration > s.scaled(15*time.Second) {
