@@ -23,5 +23,37 @@
 //   - Every byte from the program is hostile. Nothing it sends can change what
 //     the host measured (limits, usage, attestation).
 //
-// This package imports none of its backends.
+// Limits and their attribution:
+//
+//   - A zero field of Limits takes DefaultLimits' value; Validate refuses what
+//     no run can have.
+//   - Result.LimitHit names the cap that ended the run, decided from kernel
+//     evidence where there is any: the wall timer fired, SIGXCPU or SIGKILL
+//     with the CPU at its limit, a cgroup's OOM or pids event. Where it rests
+//     on the program's own report (an uncaught MemoryError, EFBIG), the Result
+//     says so (LimitSource). When several caps fired, the one that acted first
+//     wins. A MemoryError the program caught and survived ended nothing.
+//
+// The wire protocol (package wire): one channel per execution, each frame a
+// 4-byte big-endian length and one UTF-8 JSON object, capped (16 MiB by
+// default): start (host to child), call, reply (host to child), result. A
+// malformed, oversized, unexpected or duplicate frame (a call after the
+// result, an id that repeats or goes back, an undeclared binding, a second
+// result) ends that execution with a failure, never a panic, hang or leak on
+// the host.
+//
+// How the module is built (test/importrules and test/portable enforce it):
+//
+//   - Nothing under sandbox/, bootstrap/, nsexec/, cgroups/, seccomp/, netns/
+//     or internal/reexec/ imports the root package psych or anything that
+//     knows the tool registry; the root package imports sandbox, never the
+//     reverse.
+//   - This package imports none of its backends: a user who never touches
+//     containers never links containerd. cgroups, seccomp and netns are
+//     leaves that import no other package of the module.
+//   - Every package builds on any GOOS and without cgo; a Linux-only
+//     backend's stub constructor returns an error saying so.
+//   - Go plans, a C init executes: the host computes each run's plan (mounts,
+//     rlimits, ids, the seccomp filter, argv, environment), and nsexec's C
+//     constructor carries it out before any Go runtime starts in the child.
 package sandbox

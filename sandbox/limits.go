@@ -9,7 +9,7 @@ import (
 // empty LimitName encodes as null.
 type LimitName string
 
-// The limits of DESIGN.md §2.
+// The limits every backend enforces (see the package doc).
 const (
 	LimitCPUSeconds        LimitName = "cpu_seconds"
 	LimitAddressSpaceBytes LimitName = "address_space_bytes"
@@ -100,7 +100,8 @@ type Limits struct {
 	ApprovalSeconds float64 `json:"approval_seconds,omitempty"`
 }
 
-// DefaultLimits are the defaults of DESIGN.md §2, with psych's StackBytes.
+// DefaultLimits are the contract's secure defaults, which a zero field of
+// Limits takes, with psych's StackBytes.
 func DefaultLimits() Limits {
 	return Limits{
 		CPUSeconds:        10,

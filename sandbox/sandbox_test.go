@@ -57,7 +57,7 @@ func TestReservedNames(t *testing.T) {
 func TestLimitsMergeValidate(t *testing.T) {
 	d := DefaultLimits()
 	if d.CPUSeconds != 10 || d.AddressSpaceBytes != 512<<20 || d.FileSizeBytes != 10<<20 || d.ProcessCount != 64 || d.WallSeconds != 30 {
-		t.Fatalf("defaults %+v differ from DESIGN.md §2", d)
+		t.Fatalf("defaults %+v differ from the contract's defaults", d)
 	}
 	m := Limits{WallSeconds: 2}.Merge(d)
 	if m.WallSeconds != 2 || m.CPUSeconds != 10 || m.MemoryBytes != m.AddressSpaceBytes {

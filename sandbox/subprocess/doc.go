@@ -2,7 +2,7 @@
 // fresh interpreter process on this host, inside fresh namespaces, driven by
 // the shared bootstrap over an inherited socket (fd 3).
 //
-// Go plans, a C init executes (DESIGN.md §3). For every Run the host
+// Go plans, a C init executes (see package sandbox). For every Run the host
 // computes a plan (internal/reexec) and hands it to its own binary with the
 // nsexec marker: a fork server, this binary started once per host process
 // (New starts it), clones the run's first process, so that a run pays no
@@ -181,7 +181,8 @@
 // needs a user namespace, a run cgroup and a RunAs range with more ids than
 // sandboxes (each holds one while it waits): New refuses it elsewhere.
 //
-// Limit attribution follows DESIGN.md §2: the wall timer and the CPU watch
+// Limit attribution follows the contract (kernel evidence over the program's
+// report; the cap that acted first wins): the wall timer and the CPU watch
 // are the host's own evidence; SIGXCPU, or SIGKILL with the CPU at its limit,
 // the kernel's; an uncaught MemoryError, EFBIG or a failed thread or process
 // start rests on the program's own report, and Result.LimitSource says so.

@@ -87,7 +87,7 @@ func runJSON(t *testing.T, program string, args ...string) *sandbox.Result {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("--json output is not a Result: %v\n%s", err, out)
 	}
-	// The field names of DESIGN.md §2.
+	// The Result's JSON field names, which the contract fixes (sandbox.Result).
 	var raw map[string]json.RawMessage
 	json.Unmarshal([]byte(out), &raw)
 	for _, k := range []string{"stdout", "stderr", "stdout_truncated", "stderr_truncated", "value", "failure", "duration_seconds", "limit_hit", "network_denied", "usage", "isolation"} {

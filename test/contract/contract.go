@@ -49,7 +49,7 @@ type Backend struct {
 	NoIsolation string
 
 	// The honest differences between backends, each checked as declared,
-	// never skipped. The README lists them.
+	// never skipped. docs/container.md lists them.
 
 	// Namespaces are the namespaces the attestation must list as not
 	// shared with the host. Nil: user, mnt, net, pid, ipc, uts and cgroup.

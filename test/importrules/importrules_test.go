@@ -1,5 +1,5 @@
-// Package importrules enforces DESIGN.md §3's import rules on the module's
-// own packages, as `go list` reports them.
+// Package importrules enforces the import rules of sandbox/doc.go on the
+// module's own packages, as `go list` reports them.
 package importrules
 
 import (

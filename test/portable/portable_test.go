@@ -1,4 +1,4 @@
-// Package portable checks DESIGN.md §3's rule that every package builds on
+// Package portable checks sandbox/doc.go's rule that every package builds on
 // any GOOS and without cgo, and that a Linux-only backend's stub refuses to
 // construct rather than pretend.
 package portable

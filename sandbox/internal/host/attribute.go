@@ -63,7 +63,7 @@ const (
 	errnoEFBIG  = 27
 )
 
-// Attribute decides which cap ended the run (DESIGN.md §2), and on what
+// Attribute decides which cap ended the run (Result.LimitHit), and on what
 // evidence: the host's own watch first, then the kernel's, then, marked as
 // such, the program's own report of an uncaught failure. Where the kernel's
 // evidence contradicts the program's report, the kernel wins.

@@ -37,7 +37,7 @@ import (
 // and an end: the program exits, or the run's context is cancelled.
 //
 // An oracle decodes the same byte stream with wire's decoder and the
-// protocol rules of DESIGN.md §4 (a call after the result, an id that
+// wire protocol's rules (a call after the result, an id that
 // repeats or goes back, an undeclared binding, a second result, a frame
 // of another type, any decoding error, a frame cut short before any
 // result), and says how the run must end. Every exec checks:
