@@ -15,6 +15,10 @@ import (
 )
 
 const (
+	// PythonEnv and ImageEnv name the interpreter and the image under
+	// test, for a test that passes them on to a process it starts.
+	PythonEnv = "PSYCH_TEST_PYTHON"
+	ImageEnv  = "PSYCH_TEST_IMAGE"
 	// DefaultPython is the interpreter the tests run where
 	// PSYCH_TEST_PYTHON is unset: the system's, never a PATH lookup (which
 	// may find a slow shim).
@@ -28,7 +32,7 @@ const (
 // DefaultPython. It does not check that the file exists (RequirePython
 // does).
 func Python() string {
-	if p := os.Getenv("PSYCH_TEST_PYTHON"); p != "" {
+	if p := os.Getenv(PythonEnv); p != "" {
 		return p
 	}
 	return DefaultPython
@@ -52,7 +56,7 @@ func RequirePython(t testing.TB) string {
 // Image is the container image under test: PSYCH_TEST_IMAGE, else
 // DefaultImage.
 func Image() string {
-	if v := os.Getenv("PSYCH_TEST_IMAGE"); v != "" {
+	if v := os.Getenv(ImageEnv); v != "" {
 		return v
 	}
 	return DefaultImage
