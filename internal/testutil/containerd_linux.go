@@ -76,7 +76,11 @@ func (d *Containerd) Start(t testing.TB) {
 	d.cmd = exec.Command("containerd", "-c", filepath.Join(d.Dir, "config.toml"))
 	d.cmd.Stdout, d.cmd.Stderr = log, log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := d.cmd.Start(); err != nil {
+	err := d.cmd.Start()
+	if log != nil {
+		log.Close() // the daemon has its own
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	WaitFor(t, 30*time.Second, "the private containerd", func() bool {
