@@ -17,6 +17,7 @@ import (
 
 	"github.com/psych-runtime/psych"
 	"github.com/psych-runtime/psych/egress"
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/subprocess"
 	"github.com/psych-runtime/psych/test/contract"
@@ -25,11 +26,7 @@ import (
 // newSandbox is a fully isolated subprocess sandbox.
 func newSandbox(t testing.TB) sandbox.Sandbox {
 	t.Helper()
-	python := os.Getenv("PSYCH_TEST_PYTHON")
-	if python == "" {
-		python = "/usr/bin/python3"
-	}
-	sb, err := subprocess.New(subprocess.Config{PythonBin: python, AllowSameUID: os.Geteuid() != 0})
+	sb, err := subprocess.New(subprocess.Config{PythonBin: testutil.Python(), AllowSameUID: os.Geteuid() != 0})
 	if err != nil {
 		t.Fatalf("subprocess.New: %v", err)
 	}

@@ -49,21 +49,3 @@ func toolContent(out *Outcome) string {
 	b, _ := json.Marshal(map[string]string{"error": out.Error, "outcome": out.Kind})
 	return string(b)
 }
-
-// Scripted is a Model that plays back its steps in order, for tests and
-// demos. Each step sees the transcript so far (to read a tool's result).
-// Past its last step it fails.
-type Scripted struct {
-	Steps []func(transcript []Message) Message
-	next  int
-}
-
-// Next returns the next step's message.
-func (s *Scripted) Next(_ context.Context, transcript []Message, _ []Spec) (Message, error) {
-	if s.next >= len(s.Steps) {
-		return Message{}, fmt.Errorf("scripted model: no step %d", s.next+1)
-	}
-	step := s.Steps[s.next]
-	s.next++
-	return step(transcript), nil
-}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/psych-runtime/psych"
 	"github.com/psych-runtime/psych/openai"
+	"github.com/psych-runtime/psych/psychtest"
 	"github.com/psych-runtime/psych/sandbox"
 )
 
@@ -37,7 +38,7 @@ func TestTurnScripted(t *testing.T) {
 	ts := newTools(t)
 	code, want := twoBindings()
 	args, _ := json.Marshal(map[string]string{"code": code})
-	model := &psych.Scripted{Steps: []func([]psych.Message) psych.Message{
+	model := &psychtest.Scripted{Steps: []func([]psych.Message) psych.Message{
 		func([]psych.Message) psych.Message {
 			return psych.Message{Role: psych.RoleAssistant, ToolCalls: []psych.ToolCall{{ID: "c1", Name: psych.RunCode, Args: args}}}
 		},
@@ -66,7 +67,7 @@ func TestTurnScripted(t *testing.T) {
 	if _, err := newRuntime(t, psych.Config{}).Turn(context.Background(), nil); !errors.Is(err, psych.ErrNoModel) {
 		t.Fatalf("Turn without a model: %v", err)
 	}
-	loop := &psych.Scripted{}
+	loop := &psychtest.Scripted{}
 	for range 3 {
 		loop.Steps = append(loop.Steps, func([]psych.Message) psych.Message {
 			return psych.Message{ToolCalls: []psych.ToolCall{{ID: "e", Name: "echo", Args: json.RawMessage(`{}`)}}}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/psych-runtime/psych/bootstrap"
 	"github.com/psych-runtime/psych/internal/echofloor"
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/wire"
 )
@@ -64,14 +65,7 @@ func launchers(b *testing.B, py string) map[string][]string {
 
 func benchPython(b *testing.B) string {
 	b.Helper()
-	p := os.Getenv("PSYCH_TEST_PYTHON")
-	if p == "" {
-		p = "/usr/bin/python3"
-	}
-	if _, err := os.Stat(p); err != nil {
-		b.Skipf("needs a Python interpreter at %s (set PSYCH_TEST_PYTHON): %v", p, err)
-	}
-	return p
+	return testutil.RequirePython(b)
 }
 
 // BenchmarkColdRun: one execution of None, from starting the interpreter to

@@ -22,22 +22,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/bootstrap"
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/wire"
 )
 
-// python is the interpreter under test: PSYCH_TEST_PYTHON, else the
-// system's (never a PATH lookup, which may find a slow shim).
+// python is the interpreter under test (testutil.RequirePython).
 func python(t *testing.T) string {
 	t.Helper()
-	p := os.Getenv("PSYCH_TEST_PYTHON")
-	if p == "" {
-		p = "/usr/bin/python3"
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("needs a Python interpreter at %s (set PSYCH_TEST_PYTHON): %v", p, err)
-	}
-	return p
+	return testutil.RequirePython(t)
 }
 
 // program is one execution: the code, what the host declares and how it

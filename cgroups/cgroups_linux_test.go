@@ -20,23 +20,17 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/psych-runtime/psych/internal/testutil"
 )
 
-// helperEnv makes the test binary act as a second host process instead of
-// running the tests (see TestMain).
-const helperEnv = "PSYCH_CGROUPS_TEST_HELPER"
+// managerHelper makes the test binary act as a second host process
+// (helperManager) instead of running the tests.
+const managerHelper = "cgroups-manager"
 
-func TestMain(m *testing.M) {
-	switch os.Getenv(helperEnv) {
-	case "":
-		os.Exit(m.Run())
-	case "manager":
-		os.Exit(helperManager())
-	default:
-		fmt.Fprintf(os.Stderr, "unknown %s=%q\n", helperEnv, os.Getenv(helperEnv))
-		os.Exit(2)
-	}
-}
+func init() { testutil.Register(managerHelper, func(string) int { return helperManager() }) }
+
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // helperManager is a second host: it makes a Manager with the defaults,
 // runs /bin/true in a run, removes the run and prints "ok MODE PARENT", or
@@ -72,28 +66,9 @@ func helperManager() int {
 	return 0
 }
 
-// scaled stretches a time bound by PSYCH_TIME_SCALE (default 1), for slow
-// hosts such as an emulated VM.
-func scaled(d time.Duration) time.Duration {
-	s := 1.0
-	if v, err := strconv.ParseFloat(os.Getenv("PSYCH_TIME_SCALE"), 64); err == nil && v > 0 {
-		s = v
-	}
-	return time.Duration(float64(d) * s)
-}
-
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates cgroups and moves processes into them")
-	}
-}
-
-func testPython() string {
-	if p := os.Getenv("PSYCH_TEST_PYTHON"); p != "" {
-		return p
-	}
-	return "/usr/bin/python3"
+	testutil.RequireRoot(t, "creates cgroups and moves processes into them")
 }
 
 type tlog struct{ t *testing.T }
@@ -204,7 +179,7 @@ func startCmd(t *testing.T, r *Run, cmd *exec.Cmd) *proc {
 	}
 	out := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.WaitDelay = scaled(10 * time.Second)
+	cmd.WaitDelay = testutil.Scaled(10 * time.Second)
 	if fd := r.CloneFD(); fd >= 0 {
 		if cmd.SysProcAttr == nil {
 			cmd.SysProcAttr = &syscall.SysProcAttr{}
@@ -286,18 +261,6 @@ func mustStats(t *testing.T, r *Run) Stats {
 		t.Fatalf("Stats: %v", err)
 	}
 	return s
-}
-
-// waitFor polls cond until it holds or the scaled timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(scaled(timeout))
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", scaled(timeout), what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func cpusUsable(t *testing.T) int {
@@ -414,7 +377,7 @@ func TestCPUCountsAllProcesses(t *testing.T) {
 		for _, p := range ps {
 			p.release(t)
 		}
-		time.Sleep(scaled(time.Second))
+		time.Sleep(testutil.Scaled(time.Second))
 		c1, t1 := mustCPU(t, r), time.Now()
 		var own, most time.Duration
 		for _, p := range ps {
@@ -461,7 +424,7 @@ func TestMemoryLimitOOM(t *testing.T) {
 		default:
 			t.Logf("swap guard %q", g)
 		}
-		p := start(t, r, testPython(), "-c",
+		p := start(t, r, testutil.Python(), "-c",
 			"import sys\nsys.stdin.readline()\nhog = []\nwhile True:\n    hog.append(b'\\x01' * (1 << 20))\n")
 		p.release(t)
 		err := p.cmd.Wait()
@@ -503,7 +466,7 @@ func TestPidsLimit(t *testing.T) {
 		p := start(t, r, "/bin/sh", "-c", "read _; i=0; while [ $i -lt 40 ]; do sleep 300 & i=$((i+1)); done; wait")
 		p.release(t)
 		var s Stats
-		waitFor(t, 5*time.Second, "a refused fork", func() bool {
+		testutil.WaitFor(t, 5*time.Second, "a refused fork", func() bool {
 			s = mustStats(t, r)
 			return s.PidsMaxEvents > 0
 		})
@@ -525,7 +488,7 @@ func TestPidsLimit(t *testing.T) {
 func TestKillSetsidDoubleFork(t *testing.T) {
 	forEachManager(t, func(t *testing.T, m *Manager) {
 		r := newRun(t, m, Limits{Pids: 16})
-		p := start(t, r, testPython(), "-c", `import os, sys
+		p := start(t, r, testutil.Python(), "-c", `import os, sys
 sys.stdin.readline()
 rd, wr = os.pipe()
 if os.fork() == 0:
@@ -563,13 +526,13 @@ print(os.read(rd, 64).decode())
 		if err := r.Kill(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 5*time.Second, "the setsid'd sleep to die", func() bool {
+		testutil.WaitFor(t, 5*time.Second, "the setsid'd sleep to die", func() bool {
 			now, err := startTime(pid)
 			return err != nil || now != st || procState(pid) == "Z"
 		})
 		// Empty: no process left in any of the run's directories. (Its
 		// pids.current drops only once the reparented zombie is reaped.)
-		waitFor(t, 5*time.Second, "an empty run", func() bool {
+		testutil.WaitFor(t, 5*time.Second, "an empty run", func() bool {
 			for _, dir := range r.Paths() {
 				if pids, err := readPids(filepath.Join(dir, "cgroup.procs")); err != nil || len(pids) > 0 {
 					return false
@@ -757,7 +720,7 @@ func TestStaleRemoval(t *testing.T) {
 		if err == nil {
 			t.Error("the stale run's process exited cleanly; want killed")
 		}
-	case <-time.After(scaled(5 * time.Second)):
+	case <-time.After(testutil.Scaled(5 * time.Second)):
 		t.Error("the stale run's process is still running")
 	}
 }
@@ -773,7 +736,7 @@ func TestTwoRunsCPUAndFreeze(t *testing.T) {
 		for _, p := range append(slices.Clone(pa), pb...) {
 			p.release(t)
 		}
-		time.Sleep(scaled(time.Second))
+		time.Sleep(testutil.Scaled(time.Second))
 		for _, r := range []*Run{a, b} {
 			if err := r.Freeze(); err != nil {
 				t.Fatal(err)
@@ -788,7 +751,7 @@ func TestTwoRunsCPUAndFreeze(t *testing.T) {
 		ca, cb := mustCPU(t, a), mustCPU(t, b)
 		oa, ob := own(pa), own(pb)
 		t.Logf("run a %v (its processes %v), run b %v (its processes %v)", ca, oa, cb, ob)
-		if ob < scaled(100*time.Millisecond)/4 {
+		if ob < testutil.Scaled(100*time.Millisecond)/4 {
 			t.Fatalf("run b's spinner got only %v of CPU: the test cannot tell the runs apart", ob)
 		}
 		for _, c := range []struct {
@@ -801,14 +764,14 @@ func TestTwoRunsCPUAndFreeze(t *testing.T) {
 		}
 
 		// Frozen: nothing of a runs.
-		time.Sleep(scaled(300 * time.Millisecond))
+		time.Sleep(testutil.Scaled(300 * time.Millisecond))
 		if ca2 := mustCPU(t, a); ca2-ca > 5*time.Millisecond {
 			t.Errorf("frozen run a used %v of CPU", ca2-ca)
 		}
 		if err := a.Thaw(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 2*time.Second, "run a to use CPU again after Thaw", func() bool {
+		testutil.WaitFor(t, 2*time.Second, "run a to use CPU again after Thaw", func() bool {
 			return mustCPU(t, a) > ca+50*time.Millisecond
 		})
 		if cb2 := mustCPU(t, b); cb2-cb > 5*time.Millisecond {
@@ -849,7 +812,7 @@ func TestUnavailable(t *testing.T) {
 	})
 	t.Run("not root", func(t *testing.T) {
 		cmd := exec.Command("/proc/self/exe", "-test.run=^$")
-		cmd.Env = append(os.Environ(), helperEnv+"=manager")
+		cmd.Env = append(os.Environ(), testutil.HelperEnviron(managerHelper, "")...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -883,7 +846,7 @@ func TestHostLeaf(t *testing.T) {
 	var outs []*bytes.Buffer
 	for range 3 {
 		cmd := exec.Command("/proc/self/exe", "-test.run=^$")
-		cmd.Env = append(os.Environ(), helperEnv+"=manager")
+		cmd.Env = append(os.Environ(), testutil.HelperEnviron(managerHelper, "")...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: r.CloneFD()}
 		out := &bytes.Buffer{}
 		cmd.Stdout = out
@@ -1000,9 +963,7 @@ func TestRunLifecycle(t *testing.T) {
 
 // BenchmarkCPU measures the poll the caller makes every 50 ms.
 func BenchmarkCPU(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root")
-	}
+	testutil.RequireRoot(b, "makes a cgroup")
 	m, err := NewManager(Config{})
 	if err != nil {
 		b.Fatal(err)
@@ -1029,9 +990,7 @@ func TestGoneIsNotExist(t *testing.T) {
 	}
 	dir := filepath.Join(base, fmt.Sprintf("psych-gone-test-%d", os.Getpid()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		if os.Geteuid() != 0 {
-			t.Skipf("uid %d cannot make a cgroup under %s (%v); CI runs this as root", os.Geteuid(), base, err)
-		}
+		testutil.RequireRoot(t, fmt.Sprintf("makes a cgroup under %s (%v)", base, err))
 		t.Fatal(err)
 	}
 	fd, err := openFd(filepath.Join(dir, "cgroup.events"), unix.O_RDONLY)
@@ -1075,7 +1034,7 @@ func TestSetLimitsAndResetPeaks(t *testing.T) {
 		if err := r.SetLimits(Limits{Pids: -1}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("a negative limit: %v, want ErrInvalid", err)
 		}
-		p := start(t, r, testPython(), "-c", "import sys\nsys.stdin.readline()\nb = bytearray(48 << 20)\nb[::4096] = b'\\x01' * len(b[::4096])\n")
+		p := start(t, r, testutil.Python(), "-c", "import sys\nsys.stdin.readline()\nb = bytearray(48 << 20)\nb[::4096] = b'\\x01' * len(b[::4096])\n")
 		p.release(t)
 		if err := p.cmd.Wait(); err != nil {
 			t.Fatalf("the allocating child: %v (%s)", err, p.out)

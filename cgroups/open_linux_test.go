@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/psych-runtime/psych/internal/testutil"
 )
 
 // TestOpen: a Run opened over the cgroups a process is in (as an engine
@@ -32,7 +34,7 @@ func TestOpen(t *testing.T) {
 		}
 		p.release(t)
 		var st Stats
-		waitFor(t, scaled(10*time.Second), "CPU through the opened run", func() bool {
+		testutil.WaitFor(t, testutil.Scaled(10*time.Second), "CPU through the opened run", func() bool {
 			st, err = r.Stats()
 			return err == nil && st.CPUKnown && st.CPU > 20*time.Millisecond
 		})

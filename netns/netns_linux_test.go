@@ -14,19 +14,18 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/psych-runtime/psych/internal/testutil"
 )
 
-// childEnv marks the re-executed test binary: it runs in a fresh user and
-// network namespace, sets the namespace up as the value says, and sends a
-// NETLINK_ROUTE socket opened there back over fd 3.
-const childEnv = "PSYCH_NETNS_TEST_CHILD"
+// childHelper is the re-executed test binary: it runs in a fresh user and
+// network namespace, sets the namespace up as its argument says, and sends
+// a NETLINK_ROUTE socket opened there back over fd 3.
+const childHelper = "netns-child"
 
-func TestMain(m *testing.M) {
-	if mode, ok := os.LookupEnv(childEnv); ok {
-		os.Exit(runChild(mode))
-	}
-	os.Exit(m.Run())
-}
+func init() { testutil.Register(childHelper, runChild) }
+
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // runChild is the namespace holder. It reports a setup failure as a message
 // without rights, then waits for EOF on fd 3 so the namespace outlives the
@@ -144,7 +143,7 @@ func nsSocket(tb testing.TB, mode string) int {
 	parent, childEnd := os.NewFile(uintptr(pair[0]), "sync"), os.NewFile(uintptr(pair[1]), "sync-child")
 	var stderr bytes.Buffer
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+mode)
+	cmd.Env = append(os.Environ(), testutil.HelperEnviron(childHelper, mode)...)
 	cmd.ExtraFiles = []*os.File{childEnd} // fd 3
 	cmd.Stderr = &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{

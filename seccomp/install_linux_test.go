@@ -18,21 +18,21 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/psych-runtime/psych/internal/testutil"
 )
 
-// The filter is installed only in a re-executed child of the test binary,
-// never in the test process: seccomp cannot be undone.
+// The filter is installed only in a re-executed child of the test binary
+// (the helper childHelper, its argument the child's mode), never in the
+// test process: seccomp cannot be undone.
 const (
-	childEnv  = "PSYCH_SECCOMP_TEST_CHILD"  // the child's mode
-	pythonEnv = "PSYCH_SECCOMP_TEST_PYTHON" // the interpreter the child runs
+	childHelper = "seccomp-child"
+	pythonEnv   = "PSYCH_SECCOMP_TEST_PYTHON" // the interpreter the child runs
 )
 
-func TestMain(m *testing.M) {
-	if mode, ok := os.LookupEnv(childEnv); ok {
-		os.Exit(child(mode))
-	}
-	os.Exit(m.Run())
-}
+func init() { testutil.Register(childHelper, child) }
+
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // child sets no_new_privs, installs the default filter unless mode is a
 // control, and runs the probes of its mode. Exit code 2: setup failed.
@@ -322,7 +322,7 @@ func pythonPath(t *testing.T) string {
 func runChild(t *testing.T, mode, python string) (stdout []byte, err error) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+mode, pythonEnv+"="+python)
+	cmd.Env = append(append(os.Environ(), testutil.HelperEnviron(childHelper, mode)...), pythonEnv+"="+python)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err = cmd.Run()

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/internal/echofloor"
+	"github.com/psych-runtime/psych/internal/testutil"
 )
 
 // TestSetupRoundTrips runs Setup's rt() in Python against Serve over a
@@ -18,7 +19,7 @@ func TestSetupRoundTrips(t *testing.T) {
 	py, err := exec.LookPath("/usr/bin/python3")
 	if err != nil {
 		// CI's machine has it: scripts/deps.sh installs it.
-		if os.Getenv("CI") != "" {
+		if testutil.InCI() {
 			t.Fatalf("CI's machine has no /usr/bin/python3: %v", err)
 		}
 		t.Skipf("no /usr/bin/python3 here (scripts/deps.sh installs it): %v", err)

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/netns"
 	"github.com/psych-runtime/psych/nsexec"
 )
@@ -159,9 +160,7 @@ func TestAcceptRefuses(t *testing.T) {
 }
 
 func TestNetlinkIn(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("entering another process's network namespace needs a root host (CI is root)")
-	}
+	testutil.RequireRoot(t, "enters another process's network namespace")
 	// A process in a fresh network namespace of its own, its lo down.
 	other := exec.Command("unshare", "--net", "sleep", "60")
 	if err := other.Start(); err != nil {

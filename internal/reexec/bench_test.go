@@ -8,15 +8,14 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/psych-runtime/psych/internal/testutil"
 )
 
 // BenchmarkStart measures the init layer by layer, each as a ratio to a
 // bare interpreter start measured in the same run.
 func BenchmarkStart(b *testing.B) {
-	python := os.Getenv("PSYCH_TEST_PYTHON")
-	if python == "" {
-		python = "/usr/bin/python3"
-	}
+	python := testutil.Python()
 	args := []string{python, "-I", "-S", "-c", "pass"}
 	b.Run("bare-python", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {

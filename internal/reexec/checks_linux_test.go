@@ -7,13 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
 	"syscall"
 	"testing"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/psych-runtime/psych/internal/testutil"
 )
 
 // The init checks every call a security property rests on. These tests
@@ -22,7 +23,9 @@ import (
 // and want the start refused with an InitError naming the step. Filters are
 // installed in a child process, never in the test process.
 
-const filterEnv = "PSYCH_REEXEC_TEST_FILTER"
+// filterHelper is the child that installs the filter; its argument is
+// the filterCase as JSON.
+const filterHelper = "reexec-filter"
 
 // filterCase is one call the filter interferes with.
 type filterCase struct {
@@ -158,8 +161,7 @@ func TestInitChecksSecurityCalls(t *testing.T) {
 				t.Skip("loading the test filter as non-root sets no_new_privs itself")
 			}
 			spec, _ := json.Marshal(c)
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), filterEnv+"="+string(spec))
+			cmd := testutil.HelperCommand(filterHelper, string(spec))
 			b, err := cmd.Output()
 			if err != nil {
 				t.Fatalf("child: %v: %s", err, b)

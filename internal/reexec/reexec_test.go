@@ -17,31 +17,34 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/nsexec"
 )
 
-func TestMain(m *testing.M) {
-	if os.Getenv("PSYCH_REEXEC_TEST_PLAIN") != "" {
+// plainHelper is a main that only says it ran.
+const plainHelper = "reexec-plain"
+
+func init() {
+	testutil.Register(plainHelper, func(string) int {
 		fmt.Print("plain main ran")
-		os.Exit(0)
-	}
-	if spec := os.Getenv(filterEnv); spec != "" {
-		os.Exit(filterChild(spec))
-	}
-	os.Exit(m.Run())
+		return 0
+	})
+	testutil.Register(filterHelper, filterChild)
 }
+
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // A binary that links nsexec runs normally without the marker, and refuses
 // to start at all with a marker value it does not know.
 func TestWithoutMarker(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "PSYCH_REEXEC_TEST_PLAIN=1")
+	cmd.Env = append(os.Environ(), testutil.HelperEnviron(plainHelper, "")...)
 	out, err := cmd.Output()
 	if err != nil || string(out) != "plain main ran" {
 		t.Fatalf("without the marker: %q, %v", out, err)
 	}
 	cmd = exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "PSYCH_REEXEC_TEST_PLAIN=1", nsexec.Marker+"=bogus")
+	cmd.Env = append(append(os.Environ(), testutil.HelperEnviron(plainHelper, "")...), nsexec.Marker+"=bogus")
 	out, err = cmd.Output()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != nsexec.ExitSetup || len(out) > 0 {
@@ -283,9 +286,7 @@ func TestCgroupTasks(t *testing.T) {
 	dir := filepath.Join(base, fmt.Sprintf("psych-reexec-test-%d", os.Getpid()))
 	os.Remove(dir) // an earlier test process of this pid's, if empty
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		if os.Geteuid() != 0 {
-			t.Skipf("uid %d cannot make a v1 cgroup here (%v); CI runs this as root", os.Geteuid(), err)
-		}
+		testutil.RequireRoot(t, fmt.Sprintf("makes a v1 cgroup (%v)", err))
 		t.Fatal(err)
 	}
 	// The cgroup empties once its last member is gone, a moment after it

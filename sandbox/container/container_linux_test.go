@@ -5,7 +5,6 @@ package container
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -14,19 +13,15 @@ import (
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/netns"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/test/contract"
 )
 
-// testImage is the image the tests run: PSYCH_TEST_IMAGE, or psych's own
-// (make image).
-func testImage() string {
-	if v := os.Getenv("PSYCH_TEST_IMAGE"); v != "" {
-		return v
-	}
-	return "localhost/psych-python:3.11"
-}
+// testImage is the image the tests run (testutil.Image): by default
+// psych's own (make image).
+func testImage() string { return testutil.Image() }
 
 // newTestSandbox opens engine with the test image, or skips where this host
 // cannot have it: not root, or the engine unreachable or without the image.
@@ -34,9 +29,7 @@ func testImage() string {
 // there would hide a broken backend.
 func newTestSandbox(t *testing.T, engine Engine, cfg Config) *Sandbox {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the container backend needs a root host (CI is root)")
-	}
+	testutil.RequireRoot(t, "the container backend needs a root host")
 	if engine != "" {
 		cfg.Engine = engine
 	}
@@ -45,7 +38,7 @@ func newTestSandbox(t *testing.T, engine Engine, cfg Config) *Sandbox {
 	}
 	s, err := New(cfg)
 	if err != nil {
-		if (errors.Is(err, ErrEngineUnreachable) || errors.Is(err, ErrImageNotFound)) && os.Getenv("CI") == "" {
+		if (errors.Is(err, ErrEngineUnreachable) || errors.Is(err, ErrImageNotFound)) && !testutil.InCI() {
 			t.Skipf("%s: %v (make image, with the engine running, prepares it; CI does)", engine, err)
 		}
 		t.Fatalf("New(%s): %v", engine, err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/psych-runtime/psych/internal/ociarchive"
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/seccomp"
 )
@@ -31,7 +32,7 @@ func baseArchive(t *testing.T) string {
 	}
 	found, _ := filepath.Glob(filepath.Join(cache, "*", "image.tar"))
 	if len(found) == 0 {
-		if os.Getenv("CI") != "" {
+		if testutil.InCI() {
 			t.Fatalf("no image archive under %s: make image", cache)
 		}
 		t.Skipf("no image archive under %s (make image makes it)", cache)
@@ -227,7 +228,7 @@ func TestInitEnvChecked(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Until the execve is done, the child's environment is this test's.
-		waitUntil(t, 10*time.Second, "sleep's execve", func() bool {
+		testutil.WaitFor(t, 10*time.Second, "sleep's execve", func() bool {
 			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
 			return string(b) == "/bin/sleep\x0010\x00"
 		})

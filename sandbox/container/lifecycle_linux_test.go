@@ -7,29 +7,31 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
 	"github.com/psych-runtime/psych/test/contract"
 )
 
-const helperEnv = "PSYCH_CONTAINER_TEST_HELPER"
+// The test binary's helpers: a second host running one long program
+// tagged with its argument, and a second host with a full pool.
+const (
+	hostHelper = "container-host"
+	poolHelper = "container-pool-host"
+)
 
-func TestMain(m *testing.M) {
-	if v := os.Getenv(helperEnv); v != "" {
-		os.Exit(helper(v))
-	}
-	if os.Getenv(poolHelperEnv) != "" {
-		os.Exit(poolHelper())
-	}
-	os.Exit(m.Run())
+func init() {
+	testutil.Register(hostHelper, helper)
+	testutil.Register(poolHelper, func(string) int { return poolHost() })
 }
+
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // sleeperCode starts a child tagged with m that sleeps for secs, then
 // sleeps itself.
@@ -48,15 +50,6 @@ func helper(marker string) int {
 	fmt.Println("owner", s.owner.String())
 	s.Run(context.Background(), sandbox.Request{Code: sleeperCode(marker, 300) + "time.sleep(300)"})
 	return 0
-}
-
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(d); !cond(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-	}
 }
 
 // leftovers lists what owner left on the host: containers and snapshots at
@@ -102,7 +95,7 @@ func TestNoLeftovers(t *testing.T) {
 		_, err := s.Run(cctx, sandbox.Request{Code: sleeperCode(m, 300) + "time.sleep(300)"})
 		done <- err
 	}()
-	waitUntil(t, 30*time.Second, "the run to start", func() bool { return len(contract.ProcessesWith(m)) > 0 })
+	testutil.WaitFor(t, 30*time.Second, "the run to start", func() bool { return len(contract.ProcessesWith(m)) > 0 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled run: %v", err)
@@ -126,8 +119,7 @@ func TestNoLeftovers(t *testing.T) {
 func TestHostKilled(t *testing.T) {
 	s := engineOrSkip(t, Containerd)
 	m := contract.Marker()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+m)
+	cmd := testutil.HelperCommand(hostHelper, m)
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -137,7 +129,7 @@ func TestHostKilled(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatalf("helper: %v", err)
 	}
-	waitUntil(t, 60*time.Second, "the helper's run to start", func() bool { return len(contract.ProcessesWith(m)) > 0 })
+	testutil.WaitFor(t, 60*time.Second, "the helper's run to start", func() bool { return len(contract.ProcessesWith(m)) > 0 })
 	// A live sibling's run must survive the reaping.
 	sib := contract.Marker()
 	sibDone := make(chan *sandbox.Result, 1)
@@ -145,10 +137,10 @@ func TestHostKilled(t *testing.T) {
 		res, _ := s.Run(context.Background(), sandbox.Request{Code: sleeperCode(sib, 5) + "p.wait()\n'sibling'"})
 		sibDone <- res
 	}()
-	waitUntil(t, 30*time.Second, "the sibling's run to start", func() bool { return len(contract.ProcessesWith(sib)) > 0 })
+	testutil.WaitFor(t, 30*time.Second, "the sibling's run to start", func() bool { return len(contract.ProcessesWith(sib)) > 0 })
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	waitUntil(t, 15*time.Second, "the dead host's run to end", func() bool { return len(contract.ProcessesWith(m)) == 0 })
+	testutil.WaitFor(t, 15*time.Second, "the dead host's run to end", func() bool { return len(contract.ProcessesWith(m)) == 0 })
 	if len(leftovers(t, s, owner)) == 0 {
 		t.Fatal("the killed host left nothing: the test proves nothing")
 	}

@@ -6,18 +6,16 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/netns"
 	"github.com/psych-runtime/psych/sandbox"
 )
-
-const poolHelperEnv = "PSYCH_CONTAINER_POOL_HELPER"
 
 func waitWarm(t *testing.T, s *Sandbox) {
 	t.Helper()
@@ -79,9 +77,9 @@ func TestPoolNetnsCheckedAtDispatch(t *testing.T) {
 	}
 }
 
-// poolHelper is TestPoolHostKilled's host: a full pool, then it waits to
+// poolHost is TestPoolHostKilled's host: a full pool, then it waits to
 // be killed.
-func poolHelper() int {
+func poolHost() int {
 	s, err := New(Config{Engine: Containerd, Image: testImage(), Pool: &sandbox.PoolConfig{Size: 2}})
 	if err == nil {
 		err = s.WaitWarm(context.Background())
@@ -98,8 +96,7 @@ func poolHelper() int {
 // containers' processes with it, and the next New removes what is left.
 func TestPoolHostKilled(t *testing.T) {
 	s := engineOrSkip(t, Containerd)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), poolHelperEnv+"=1")
+	cmd := testutil.HelperCommand(poolHelper, "")
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -124,7 +121,7 @@ func TestPoolHostKilled(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	waitUntil(t, 15*time.Second, "the dead host's pooled containers to stop", func() bool { return running() == 0 })
+	testutil.WaitFor(t, 15*time.Second, "the dead host's pooled containers to stop", func() bool { return running() == 0 })
 	newTestSandbox(t, Containerd, Config{}) // reaps
 	s.settle()
 	if left := leftovers(t, s, owner); len(left) > 0 {

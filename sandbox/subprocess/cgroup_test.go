@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/test/contract"
 )
@@ -191,7 +192,7 @@ func TestRequireCgroupRefuses(t *testing.T) {
 	}
 	cmd := exec.Command(bin, "-test.run=^TestRequireCgroupRefuses$", "-test.v")
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home, "TMPDIR=" + home, "PSYCH_TEST_PYTHON=" + testPython()}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home, "TMPDIR=" + home, testutil.PythonEnv + "=" + testPython()}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}}
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestRequireCgroupRefuses") {

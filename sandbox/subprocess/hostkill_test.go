@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/psych-runtime/psych/cgroups"
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/nsexec"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/test/contract"
@@ -23,35 +24,42 @@ import (
 
 // The host helper: a process that starts one run and blocks in it until it
 // is killed, standing in for a host that dies mid-run.
-func TestMain(m *testing.M) {
-	if os.Getenv("PSYCH_TEST_POOL_HOST") != "" {
-		poolHost()
-	}
-	if os.Getenv("PSYCH_TEST_FALLBACK") != "" {
+// The test binary's helpers: a second host for TestPoolHostKilled, the
+// fallback's probe, and a host whose run leaves a sleeper tagged with its
+// argument.
+const hostHelper = "subprocess-host"
+
+func init() {
+	testutil.Register(poolHostHelper, poolHost)
+	testutil.Register(fallbackHelperName, func(string) int {
 		fallbackHelper()
-		os.Exit(0)
+		return 0
+	})
+	testutil.Register(hostHelper, hostWithSleeper)
+}
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+// hostWithSleeper is a host whose run starts a setsid'd sleeper tagged
+// marker and sleeps; it waits to be killed.
+func hostWithSleeper(marker string) int {
+	s, err := New(Config{PythonBin: testPython(), AllowSameUID: os.Geteuid() != 0})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
-	if marker := os.Getenv("PSYCH_TEST_HOST_MARKER"); marker != "" {
-		s, err := New(Config{PythonBin: testPython(), AllowSameUID: os.Geteuid() != 0})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		code := "import subprocess, sys, time\n" +
-			"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '" + marker + "'], start_new_session=True)\n" +
-			"time.sleep(300)"
-		s.Run(context.Background(), sandbox.Request{Code: code, Limits: sandbox.Limits{WallSeconds: 600}})
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
+	code := "import subprocess, sys, time\n" +
+		"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '" + marker + "'], start_new_session=True)\n" +
+		"time.sleep(300)"
+	s.Run(context.Background(), sandbox.Request{Code: code, Limits: sandbox.Limits{WallSeconds: 600}})
+	return 0
 }
 
 // startHost starts a helper host whose run leaves a setsid'd sleeper tagged
 // marker, and waits until that sleeper runs.
 func startHost(t *testing.T, marker string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "PSYCH_TEST_HOST_MARKER="+marker)
+	cmd := testutil.HelperCommand(hostHelper, marker)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

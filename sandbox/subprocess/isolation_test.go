@@ -10,13 +10,13 @@ import (
 	"maps"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/netns"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
@@ -150,6 +150,8 @@ def w():
 // fallbackHelper runs inside a user namespace whose max_user_namespaces is
 // 0, as a host without user namespaces (Ubuntu's AppArmor restriction or
 // user.max_user_namespaces=0) would be.
+const fallbackHelperName = "subprocess-fallback"
+
 func fallbackHelper() {
 	var rep fallbackReport
 	defer func() { json.NewEncoder(os.Stdout).Encode(&rep) }()
@@ -227,8 +229,7 @@ func fallbackHelper() {
 
 func TestFallbackWithoutUserNamespaces(t *testing.T) {
 	requireRoot(t) // to map the ids, nobody and the default run range included, into the helper's namespace
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "PSYCH_TEST_FALLBACK=1")
+	cmd := testutil.HelperCommand(fallbackHelperName, "")
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  syscall.CLONE_NEWUSER,

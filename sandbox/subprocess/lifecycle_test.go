@@ -14,17 +14,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/netns"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/test/contract"
 )
 
-// requireRoot skips where the test needs a root host; CI runs as root.
+// requireRoot ends a test that needs a root host (testutil.RequireRoot).
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs a root host (CI runs as root)")
-	}
+	testutil.RequireRoot(t, "a root host")
 }
 
 // publicTempDir is a fresh directory that every user may enter (t.TempDir's

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/pyfacts"
 	"github.com/psych-runtime/psych/test/contract"
@@ -86,7 +87,7 @@ func TestInterpreterMatrix(t *testing.T) {
 		if !ok {
 			// Not a skip: the qemu lane, which allows none, has Debian's
 			// 3.11 alone.
-			if os.Getenv("CI") != "" {
+			if testutil.InCI() {
 				t.Errorf("CI's machine has no Python %s (pyenv root %q)", minor, pyenvRoot())
 			}
 			t.Logf("no Python %s here (pyenv root %q): not run", minor, pyenvRoot())
@@ -123,7 +124,7 @@ func TestOldPythonRefused(t *testing.T) {
 	root := pyenvRoot()
 	olds, _ := filepath.Glob(filepath.Join(root, "versions", "3.[0-7].*", "bin", "python3"))
 	if len(olds) == 0 {
-		if os.Getenv("CI") != "" {
+		if testutil.InCI() {
 			t.Fatalf("CI's machine has pyenv's 3.6 and 3.7, but none was found under %s", root)
 		}
 		// Not a skip: the qemu lane, which allows none, has no pyenv.

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/psych-runtime/psych/internal/reexec"
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/netns"
 	"github.com/psych-runtime/psych/sandbox"
 )
@@ -59,9 +59,7 @@ func waitWarm(t *testing.T, s *Sandbox) {
 
 func requireRootPool(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("a pool needs a run cgroup and a range of outside ids: root")
-	}
+	testutil.RequireRoot(t, "a pool needs a run cgroup and a range of outside ids")
 }
 
 func runReq(t *testing.T, s *Sandbox, req sandbox.Request) *sandbox.Result {
@@ -126,8 +124,7 @@ func assertNothingLeft(t *testing.T, s *Sandbox) {
 func TestPoolHostKilled(t *testing.T) {
 	requireRootPool(t)
 	probe := newTestSandbox(t, Config{})
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "PSYCH_TEST_POOL_HOST=1")
+	cmd := testutil.HelperCommand(poolHostHelper, "")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +173,9 @@ func TestPoolHostKilled(t *testing.T) {
 
 // poolHost is TestPoolHostKilled's host: a full pool of 2, then it waits
 // to be killed.
-func poolHost() {
+const poolHostHelper = "subprocess-pool-host"
+
+func poolHost(string) int {
 	s, err := New(Config{PythonBin: testPython(), Pool: &sandbox.PoolConfig{Size: 2}})
 	if err == nil {
 		err = s.WaitWarm(context.Background())

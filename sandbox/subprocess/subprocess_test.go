@@ -6,19 +6,15 @@ import (
 	"os"
 	"testing"
 
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
 	"github.com/psych-runtime/psych/test/contract"
 )
 
-// testPython is the interpreter the tests run: PSYCH_TEST_PYTHON, or
-// Debian's, which any run user can execute.
-func testPython() string {
-	if p := os.Getenv("PSYCH_TEST_PYTHON"); p != "" {
-		return p
-	}
-	return "/usr/bin/python3"
-}
+// testPython is the interpreter the tests run (testutil.Python): by
+// default Debian's, which any run user can execute.
+func testPython() string { return testutil.Python() }
 
 func newTestSandbox(t *testing.T, cfg Config) *Sandbox {
 	t.Helper()
@@ -42,7 +38,7 @@ func TestContract(t *testing.T) {
 		// namespaces; CI's machine has them, and the fallback has tests
 		// of its own (TestFallbackWithoutUserNamespaces).
 		none = "no user namespace with capabilities can be had here"
-		if os.Getenv("CI") != "" {
+		if testutil.InCI() {
 			t.Fatal("CI's machine has user namespaces, but the probe found none: " + none)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 )
 
@@ -22,7 +23,7 @@ func TestViewStatfsIsTheHosts(t *testing.T) {
 	s := newTestSandbox(t, Config{})
 	defer s.Close()
 	if !s.userns {
-		if os.Getenv("CI") != "" {
+		if testutil.InCI() {
 			t.Fatal("CI's machine has user namespaces, but the probe found none")
 		}
 		t.Skip("no user namespace with capabilities can be had here, so no view")

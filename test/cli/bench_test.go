@@ -3,12 +3,12 @@ package cli
 import (
 	"encoding/json"
 	"maps"
-	"os"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 )
 
@@ -64,13 +64,8 @@ func keys(m map[string]bool) []string {
 // has what full has; each engine row meets the floor. Timings are not
 // checked.
 func TestBenchLayers(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the bench's layer rows need root here (a uid range for the run ids); CI runs as root")
-	}
-	image := os.Getenv("PSYCH_TEST_IMAGE")
-	if image == "" {
-		image = "localhost/psych-python:3.11"
-	}
+	testutil.RequireRoot(t, "the bench's layer rows need a uid range for the run ids")
+	image := testutil.Image()
 	out, errOut, code := cli(t, "", "bench", "--runs", "3", "--warmup", "1", "--json", "--python", testPython(), "--image", image)
 	if code != 0 {
 		t.Fatalf("psych bench: exit %d\n%s", code, errOut)
@@ -147,7 +142,7 @@ func TestBenchLayers(t *testing.T) {
 			prev = got
 		}
 	}
-	if os.Getenv("CI") != "" && !slices.Contains(names, "container-containerd") {
+	if testutil.InCI() && !slices.Contains(names, "container-containerd") {
 		t.Fatalf("CI has containerd and the image, but the bench left its row out: %v", raw.Notes)
 	}
 }
@@ -158,13 +153,8 @@ func TestBenchLayers(t *testing.T) {
 // With the image, containerd's cold and pooled rows too. Timings are not
 // checked.
 func TestBenchPool(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("a pool needs a run cgroup and a range of outside ids: root (CI is root)")
-	}
-	image := os.Getenv("PSYCH_TEST_IMAGE")
-	if image == "" {
-		image = "localhost/psych-python:3.11"
-	}
+	testutil.RequireRoot(t, "a pool needs a run cgroup and a range of outside ids")
+	image := testutil.Image()
 	out, errOut, code := cli(t, "", "bench", "--pool", "2", "--runs", "3", "--warmup", "0", "--json", "--python", testPython(), "--image", image, "--engines", "containerd")
 	if code != 0 {
 		t.Fatalf("psych bench --pool: exit %d\n%s", code, errOut)
@@ -208,7 +198,7 @@ func TestBenchPool(t *testing.T) {
 		}
 	}
 	want := []string{"python", "full", "pool-2-saturation", "pool-2"}
-	if os.Getenv("CI") != "" {
+	if testutil.InCI() {
 		want = append(want, "container-containerd", "pool-2-container-containerd-saturation", "pool-2-container-containerd")
 	}
 	if !slices.Equal(names[:min(len(names), len(want))], want) {

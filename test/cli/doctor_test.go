@@ -17,6 +17,7 @@ import (
 
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/internal/doctor"
+	"github.com/psych-runtime/psych/internal/testutil"
 )
 
 // doctorJSON runs cmd, a `psych doctor --json`, and decodes its report.
@@ -50,11 +51,9 @@ func findCheck(t *testing.T, rep doctor.Report, name string) doctor.Check {
 	return doctor.Check{}
 }
 
-func skipUnlessRoot(t *testing.T, why string) {
+func requireRoot(t *testing.T, why string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: " + why)
-	}
+	testutil.RequireRoot(t, why)
 }
 
 // TestDoctorHere: on this host (CI: root) the subprocess backend gives full
@@ -162,7 +161,7 @@ func TestDoctorHere(t *testing.T) {
 // cgroup, a missing cgroup is a WARN, and a FAIL (exit 1) with
 // --require-cgroup.
 func TestDoctorRequireCgroupUnprivileged(t *testing.T) {
-	skipUnlessRoot(t, "to run the doctor as uid 1000")
+	requireRoot(t, "to run the doctor as uid 1000")
 	dir := t.TempDir()
 	os.Chmod(filepath.Dir(dir), 0o755) // testing's own, 0700
 	os.Chmod(dir, 0o755)
@@ -209,7 +208,7 @@ func TestDoctorRequireCgroupUnprivileged(t *testing.T) {
 // namespace chain, so the host's own stays untouched): the userns check
 // FAILs with the sysctl's fix, and the doctor exits 1.
 func TestDoctorNoUserNamespaces(t *testing.T) {
-	skipUnlessRoot(t, "to map the ids 0-65535 into the doctor's user namespace")
+	requireRoot(t, "to map the ids 0-65535 into the doctor's user namespace")
 	cmd := exec.Command("/bin/sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`,
 		"sh", psychBin, "doctor", "--json", "--python", testPython())
 	cmd.SysProcAttr = &syscall.SysProcAttr{

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/psych-runtime/psych/internal/doctor"
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 )
 
@@ -68,7 +69,7 @@ func noUsernsMapped(t *testing.T, bin, home string, uid, mapped int, program str
 // socket (but with --network), and says so in its attestation; psych
 // doctor reports what the fallback gives.
 func TestRunWithoutUserNamespaces(t *testing.T) {
-	skipUnlessRoot(t, "to map ids 0-65535 into a user namespace of the test's own")
+	testutil.RequireRoot(t, "to map ids 0-65535 into a user namespace of the test's own")
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Fatal("setpriv (util-linux) drops to the unprivileged id: ", err)
 	}

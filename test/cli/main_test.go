@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/psych-runtime/psych/cgroups"
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 )
 
@@ -54,12 +55,7 @@ func copyBins(t *testing.T, dir string) string {
 	return filepath.Join(dir, "psych")
 }
 
-func testPython() string {
-	if p := os.Getenv("PSYCH_TEST_PYTHON"); p != "" {
-		return p
-	}
-	return "/usr/bin/python3"
-}
+func testPython() string { return testutil.Python() }
 
 // cli runs the built CLI with program on stdin.
 func cli(t *testing.T, program string, args ...string) (stdout, stderr string, code int) {
@@ -210,15 +206,10 @@ func TestExitCodes(t *testing.T) {
 // TestContainerBackend: --backend container prints the same Result fields,
 // attested as a container; its flags are refused with the other backend.
 func TestContainerBackend(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the container backend needs a root host (CI is root)")
-	}
-	image := os.Getenv("PSYCH_TEST_IMAGE")
-	if image == "" {
-		image = "localhost/psych-python:3.11"
-	}
+	testutil.RequireRoot(t, "the container backend needs a root host")
+	image := testutil.Image()
 	out, errOut, code := cli(t, "print('hi')\n6 * 7", "run", "--json", "--backend", "container", "--engine", "containerd", "--image", image, "-")
-	if code == 2 && strings.Contains(errOut, "unreachable") && os.Getenv("CI") == "" {
+	if code == 2 && strings.Contains(errOut, "unreachable") && !testutil.InCI() {
 		t.Skipf("containerd is not reachable here: %s", errOut)
 	}
 	if code != 0 {
@@ -293,9 +284,7 @@ func TestHandOver(t *testing.T) {
 // TestRunLeavesNothing: psych run exits only after its run's directory and
 // cgroups are removed (their removal ends after the result).
 func TestRunLeavesNothing(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the run cgroups and /var/lib/psych/tmp are a root host's (CI runs as root)")
-	}
+	testutil.RequireRoot(t, "the run cgroups and /var/lib/psych/tmp are a root host's")
 	m, err := cgroups.NewManager(cgroups.Config{})
 	if err != nil {
 		t.Fatalf("cgroups here: %v", err)

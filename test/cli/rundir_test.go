@@ -16,7 +16,7 @@ import (
 // user's own home (no XDG_RUNTIME_DIR), or under XDG_RUNTIME_DIR where
 // that is set.
 func TestRunDirNotPreClaimed(t *testing.T) {
-	skipUnlessRoot(t, "to run psych as uid 1000 beside a directory of uid 1001")
+	requireRoot(t, "to run psych as uid 1000 beside a directory of uid 1001")
 	dir := t.TempDir()
 	os.Chmod(filepath.Dir(dir), 0o755) // testing's own, 0700
 	os.Chmod(dir, 0o755)

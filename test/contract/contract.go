@@ -5,22 +5,18 @@ package contract
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/psych-runtime/psych/bootstrap"
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/demotools"
 )
@@ -91,12 +87,7 @@ var AllNamespaces = []string{"user", "mnt", "net", "pid", "ipc", "uts", "cgroup"
 
 // TimeScale is PSYCH_TIME_SCALE where it is a positive number, else 1: the
 // factor by which tests on a slow host (an emulated VM) stretch time bounds.
-func TimeScale() float64 {
-	if v, err := strconv.ParseFloat(os.Getenv("PSYCH_TIME_SCALE"), 64); err == nil && v > 0 {
-		return v
-	}
-	return 1
-}
+func TimeScale() float64 { return testutil.TimeScale() }
 
 // Run runs the whole suite. Its tests run one after another: several
 // exercise limits that the host counts per user.
@@ -437,24 +428,11 @@ func (s *suite) environment(t *testing.T) {
 }
 
 // Marker returns a unique argv token to find a run's processes from the host.
-func Marker() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return "psych-contract-" + hex.EncodeToString(b[:])
-}
+func Marker() string { return testutil.NewMarker("psych-contract-") }
 
 // ProcessesWith lists the /proc/PID/cmdline paths of the host's processes
 // whose command line contains m.
-func ProcessesWith(m string) []string {
-	var out []string
-	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range paths {
-		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), m) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func ProcessesWith(m string) []string { return testutil.ProcessesWith(m) }
 
 // detachCode starts a setsid'd, double-forked sleeper tagged with m.
 func detachCode(m string) string {

@@ -1,9 +1,10 @@
 package contract
 
 import (
-	"os"
 	"reflect"
 	"testing"
+
+	"github.com/psych-runtime/psych/internal/testutil"
 )
 
 // dataProgram uses numpy (its BLAS and LAPACK), pandas and matplotlib as a
@@ -37,7 +38,7 @@ func (s *suite) dataLibraries(t *testing.T) {
 	var got map[string]any
 	s.value(t, dataProgram, &got)
 	if m, ok := got["missing"]; ok {
-		if os.Getenv("CI") != "" {
+		if testutil.InCI() {
 			t.Fatalf("CI's interpreter lacks %v (scripts/deps.sh and image.sh install them)", m)
 		}
 		t.Skipf("the interpreter has no %v", m)

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/container"
 	"github.com/psych-runtime/psych/sandbox/subprocess"
@@ -82,7 +83,6 @@ const (
 	defaultHostUID    = 1000
 	defaultTestDir    = "/usr/lib/python3.11/test"
 	defaultPython     = "/usr/bin/python3"
-	defaultImage      = "localhost/psych-python:3.11"
 	sideHost          = "host"
 	sideSubprocess    = "subprocess"
 	sideContainerd    = "containerd"
@@ -331,7 +331,7 @@ func TestCPythonSuite(t *testing.T) {
 		}
 	}
 	if len(missing) > 0 {
-		if os.Getenv("CI") != "" {
+		if testutil.InCI() {
 			t.Fatalf("%s lacks %s (scripts/deps.sh installs libpython3.11-testsuite)", testDir, strings.Join(missing, ", "))
 		}
 		t.Skipf("%s lacks %s (apt-get install libpython3.11-testsuite)", testDir, strings.Join(missing, ", "))
@@ -383,10 +383,10 @@ func TestCPythonSuite(t *testing.T) {
 				t.Logf("containerd: skipped, the container backend needs a root host")
 				continue
 			}
-			sb, err := container.New(container.Config{Engine: container.Containerd, Image: envOr("PSYCH_TEST_IMAGE", defaultImage),
+			sb, err := container.New(container.Config{Engine: container.Containerd, Image: testutil.Image(),
 				TmpBytes: sandboxTmpBytes, TmpInodes: sandboxTmpInodes, MaxOutputBytes: maxOutputBytes})
 			if err != nil {
-				if os.Getenv("CI") == "" && (errors.Is(err, container.ErrEngineUnreachable) || errors.Is(err, container.ErrImageNotFound)) {
+				if !testutil.InCI() && (errors.Is(err, container.ErrEngineUnreachable) || errors.Is(err, container.ErrImageNotFound)) {
 					t.Logf("containerd: skipped: %v (scripts/engines.sh start; make image)", err)
 					continue
 				}

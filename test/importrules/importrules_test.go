@@ -116,6 +116,16 @@ func TestImportRules(t *testing.T) {
 				}
 			}
 		}
+		// The test support is for tests: only _test.go files and the
+		// packages under test/ import internal/testutil, so no production
+		// package links it.
+		if !under(path, "test", "internal/testutil") {
+			for _, d := range p.Deps {
+				if under(d, "internal/testutil") {
+					t.Errorf("%s depends on the test support %s", path, d)
+				}
+			}
+		}
 		// The leaves import nothing of this module.
 		if under(path, "cgroups", "seccomp", "netns", "egress", "internal/echofloor") {
 			for _, d := range p.Deps {
@@ -138,6 +148,9 @@ func TestImportRules(t *testing.T) {
 	if eng := pkgs[module+"/cmd/psych-full"]; !slices.Contains(eng.Deps, module+"/sandbox/container") || !slices.Contains(eng.Deps, module) || !slices.Contains(eng.Deps, module+"/cmd/internal/full") ||
 		!slices.Contains(pkgs[module+"/cmd/psych"].Deps, module+"/internal/cli") || !slices.Contains(pkgs[module+"/cmd/psych"].Deps, module+"/cmd/internal/commands/run") {
 		t.Fatalf("go list shows no dependency of cmd/psych-full on sandbox/container, the root package or cmd/internal/full, or of cmd/psych on internal/cli or the run command")
+	}
+	if tu, ok := pkgs[module+"/internal/testutil"]; !ok || !slices.Contains(tu.Deps, "os/exec") {
+		t.Fatalf("go list shows no internal/testutil, or no dependency of it on os/exec")
 	}
 	if checked < 7 {
 		t.Fatalf("checked only %d sandbox packages", checked)

@@ -18,16 +18,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/container"
 )
-
-func testImage() string {
-	if v := os.Getenv("PSYCH_TEST_IMAGE"); v != "" {
-		return v
-	}
-	return "localhost/psych-python:3.11"
-}
 
 // openContainerd opens the container backend on the containerd at addr
 // ("" for the default) with cfg's other fields, or skips where this host
@@ -35,16 +29,14 @@ func testImage() string {
 // image. In CI a missing engine or image fails instead.
 func openContainerd(t *testing.T, addr string, cfg container.Config) *container.Sandbox {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the container backend needs a root host (CI is root)")
-	}
+	testutil.RequireRoot(t, "the container backend needs a root host")
 	cfg.Engine, cfg.ContainerdAddress = container.Containerd, addr
 	if cfg.Image == "" {
-		cfg.Image = testImage()
+		cfg.Image = testutil.Image()
 	}
 	s, err := container.New(cfg)
 	if err != nil {
-		if (errors.Is(err, container.ErrEngineUnreachable) || errors.Is(err, container.ErrImageNotFound)) && os.Getenv("CI") == "" {
+		if (errors.Is(err, container.ErrEngineUnreachable) || errors.Is(err, container.ErrImageNotFound)) && !testutil.InCI() {
 			t.Skipf("containerd: %v (scripts/engines.sh start and make image prepare it; CI does)", err)
 		}
 		t.Fatalf("container.New: %v", err)

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/cgroups"
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/container"
 	"github.com/psych-runtime/psych/sandbox/subprocess"
@@ -38,9 +39,7 @@ import (
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs a root host (CI runs as root)")
-	}
+	testutil.RequireRoot(t, "a root host's runs and engines")
 }
 
 // publicDir is a fresh 0711 directory under /var/lib (not /tmp, where an
@@ -178,7 +177,7 @@ func TestFaultTmpBaseFull(t *testing.T) {
 		t.Run(map[bool]string{true: "blocks", false: "inodes"}[blocksOnly], func(t *testing.T) {
 			base := publicDir(t, "full")
 			mountTmpfs(t, base, "size=1m,nr_inodes=256,mode=0711")
-			s, err := subprocess.New(subprocess.Config{PythonBin: testPython(), TmpBase: base})
+			s, err := subprocess.New(subprocess.Config{PythonBin: testutil.Python(), TmpBase: base})
 			if err != nil {
 				t.Fatalf("New on a small tmpfs: %v", err)
 			}
@@ -234,7 +233,7 @@ func wantCleanOrFault(t *testing.T, o outcome, v, what string) {
 // leaves nothing.
 func TestFaultInterpreterDeleted(t *testing.T) {
 	requireRoot(t)
-	real, err := filepath.EvalSymlinks(testPython())
+	real, err := filepath.EvalSymlinks(testutil.Python())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +323,7 @@ func privateParents(t *testing.T) (cgroups.Config, []string) {
 func TestFaultCgroupParentUnwritable(t *testing.T) {
 	requireRoot(t)
 	cfg, dirs := privateParents(t)
-	s, err := subprocess.New(subprocess.Config{PythonBin: testPython(), Cgroups: cfg})
+	s, err := subprocess.New(subprocess.Config{PythonBin: testutil.Python(), Cgroups: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +386,7 @@ func knownIssue(t *testing.T, format string, args ...any) {
 func TestFaultRunCgroupRemovedAfterKill(t *testing.T) {
 	requireRoot(t)
 	cfg, dirs := privateParents(t)
-	s, err := subprocess.New(subprocess.Config{PythonBin: testPython(), Cgroups: cfg})
+	s, err := subprocess.New(subprocess.Config{PythonBin: testutil.Python(), Cgroups: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,13 +453,7 @@ func removeWhenEmpty(dirs []string, stop <-chan struct{}, first *atomic.Int32) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	end := time.Now().Add(scaled(30 * time.Second))
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", scaled(30*time.Second), what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 30*time.Second, what, cond)
 }
 
 // cancelStorm runs n programs, conc at a time, each cancelled through its
@@ -566,8 +559,8 @@ func imageArchive(t *testing.T) string {
 		return archives[0]
 	}
 	out := filepath.Join(t.TempDir(), "image.tar")
-	if b, err := exec.Command("ctr", "-n", container.DefaultNamespace, "images", "export", out, testImage()).CombinedOutput(); err != nil {
-		if os.Getenv("CI") != "" {
+	if b, err := exec.Command("ctr", "-n", container.DefaultNamespace, "images", "export", out, testutil.Image()).CombinedOutput(); err != nil {
+		if testutil.InCI() {
 			t.Fatalf("no image archive under /var/cache/psych/image, and no export from containerd: %v: %s", err, b)
 		}
 		t.Skipf("no image archive under /var/cache/psych/image, and no export from containerd (make image): %v: %s", err, b)
@@ -575,39 +568,14 @@ func imageArchive(t *testing.T) string {
 	return out
 }
 
-// daemon is a private containerd: its own socket, root and state.
-type daemon struct {
-	dir, addr string
-	cmd       *exec.Cmd
-}
-
-func (d *daemon) start(t *testing.T) {
-	t.Helper()
-	log, _ := os.OpenFile(filepath.Join(d.dir, "containerd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	d.cmd = exec.Command("containerd", "-c", filepath.Join(d.dir, "config.toml"))
-	d.cmd.Stdout, d.cmd.Stderr = log, log
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the private containerd", func() bool {
-		return exec.Command("ctr", "-a", d.addr, "version").Run() == nil
-	})
-}
-
-func (d *daemon) kill() {
-	d.cmd.Process.Kill()
-	d.cmd.Wait()
-}
-
 // privateContainerd starts a containerd of the test's own with the test
 // image, and at the end stops it, its shims and their mounts. A test that
 // kills or restarts a daemon touches only this one.
-func privateContainerd(t *testing.T) *daemon {
+func privateContainerd(t *testing.T) *testutil.Containerd {
 	t.Helper()
 	requireRoot(t)
 	if _, err := exec.LookPath("containerd"); err != nil {
-		if os.Getenv("CI") != "" {
+		if testutil.InCI() {
 			t.Fatal("no containerd binary: scripts/engines.sh installs it")
 		}
 		t.Skip("no containerd binary (scripts/engines.sh start installs it)")
@@ -615,42 +583,8 @@ func privateContainerd(t *testing.T) *daemon {
 	probe := openContainerd(t, "", container.Config{}) // the skip rule: the shared daemon and its image
 	probe.Close()
 	archive := imageArchive(t)
-	dir, err := os.MkdirTemp("/var/lib", "psych-soak-containerd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// As /var/lib/containerd: the runs' user namespaces reach their rootfs.
-	os.Chmod(dir, 0o711)
-	d := &daemon{dir: dir, addr: filepath.Join(dir, "containerd.sock")}
-	cfg := fmt.Sprintf("version = 2\nroot = %q\nstate = %q\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n[grpc]\n  address = %q\n[ttrpc]\n  address = %q\n",
-		filepath.Join(dir, "root"), filepath.Join(dir, "state"), d.addr, d.addr+".ttrpc")
-	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if d.cmd != nil {
-			d.kill()
-		}
-		// Its shims outlive it: they were started with its address.
-		paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-		for _, p := range paths {
-			if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), dir) {
-				var pid int
-				fmt.Sscanf(p, "/proc/%d/cmdline", &pid)
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-		for _, m := range mountsWith(dir) {
-			if f := strings.Fields(strings.TrimPrefix(m, "mount ")); len(f) > 4 {
-				unix.Unmount(f[4], unix.MNT_DETACH)
-			}
-		}
-		os.RemoveAll(dir)
-	})
-	d.start(t)
-	if b, err := exec.Command("ctr", "-a", d.addr, "-n", container.DefaultNamespace, "images", "import", archive).CombinedOutput(); err != nil {
-		t.Fatalf("import into the private containerd: %v: %s", err, b)
-	}
+	d := testutil.StartContainerd(t, "psych-soak-containerd-")
+	d.Import(t, container.DefaultNamespace, archive)
 	return d
 }
 
@@ -663,7 +597,7 @@ func privateContainerd(t *testing.T) *daemon {
 // containerd is back, or by Close: nothing is left.
 func TestFaultContainerdRestarted(t *testing.T) {
 	d := privateContainerd(t)
-	s := openContainerd(t, d.addr, container.Config{})
+	s := openContainerd(t, d.Address, container.Config{})
 	t.Cleanup(func() { s.Close() })
 	wantValue(t, run(t, s, context.Background(), sandbox.Request{Code: "1"}), "1")
 	m := contract.Marker()
@@ -673,8 +607,8 @@ func TestFaultContainerdRestarted(t *testing.T) {
 		inFlight <- outcome{res, err}
 	}()
 	waitFor(t, "the run to start", func() bool { return len(contract.ProcessesWith(m)) > 0 })
-	d.kill()
-	d.start(t)
+	d.Kill()
+	d.Start(t)
 	o := within(t, "the run in flight", func() outcome { return <-inFlight })
 	t.Logf("the run in flight: %v, %s", o.err, describe(o.res))
 	if o.res != nil && o.err == nil {
@@ -704,17 +638,17 @@ func TestFaultContainerdRestarted(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Logf("Close: %v", err)
 	}
-	left := containerdLeftovers(t, d.addr, container.DefaultRunBase)
+	left := containerdLeftovers(t, d.Address, container.DefaultRunBase)
 	t.Logf("left by this host after the restart: %v", left)
 	// The next host (a process of its own, this one being alive) reaps
 	// what this one left once this one is gone; here, a New made while it
 	// lives must leave it alone, and must itself work.
-	next := openContainerd(t, d.addr, container.Config{})
+	next := openContainerd(t, d.Address, container.Config{})
 	wantValue(t, run(t, next, context.Background(), sandbox.Request{Code: "3"}), "3")
 	next.Close()
 	for _, l := range left {
 		t.Errorf("left after containerd's restart and a run after it: %s", l)
 	}
 	// The cgroups the daemon made are in the shared hierarchies.
-	removeRuns(d.addr, left)
+	removeRuns(d.Address, left)
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/cgroups"
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox/container"
 )
 
@@ -87,7 +88,7 @@ func TestLeftoversSeen(t *testing.T) {
 		return
 	}
 	id := "psych-" + owner + "-0123456789ab"
-	if out, err := exec.Command("ctr", "-n", container.DefaultNamespace, "containers", "create", testImage(), id).CombinedOutput(); err != nil {
+	if out, err := exec.Command("ctr", "-n", container.DefaultNamespace, "containers", "create", testutil.Image(), id).CombinedOutput(); err != nil {
 		t.Logf("ctr containers create: %v: %s (the engine's inventory goes unproved)", err, out)
 		return
 	}

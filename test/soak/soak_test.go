@@ -6,8 +6,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	mrand "math/rand/v2"
 	"os"
@@ -24,6 +22,7 @@ import (
 	"time"
 
 	"github.com/psych-runtime/psych/cgroups"
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/subprocess"
 	"github.com/psych-runtime/psych/test/contract"
@@ -44,19 +43,8 @@ func scaled(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * contract.TimeScale())
 }
 
-func testPython() string {
-	if p := os.Getenv("PSYCH_TEST_PYTHON"); p != "" {
-		return p
-	}
-	return "/usr/bin/python3"
-}
-
 // newMarker is a fresh token for argv and environments.
-func newMarker(prefix string) string {
-	var b [8]byte
-	rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
-}
+var newMarker = testutil.NewMarker
 
 // target is a backend under soak.
 type target struct {
@@ -117,7 +105,7 @@ func reportKnown(t *testing.T, what string, byWhy map[string][]string) {
 // subprocessTarget is the subprocess backend with its defaults.
 func subprocessTarget() *target {
 	cfg := func() subprocess.Config {
-		return subprocess.Config{PythonBin: testPython(), AllowSameUID: os.Geteuid() != 0, EnvAllowlist: []string{markerEnv}}
+		return subprocess.Config{PythonBin: testutil.Python(), AllowSameUID: os.Geteuid() != 0, EnvAllowlist: []string{markerEnv}}
 	}
 	return &target{
 		name: "subprocess",

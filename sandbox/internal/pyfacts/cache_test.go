@@ -19,25 +19,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/psych-runtime/psych/internal/testutil"
 )
 
 func testPython(t *testing.T) string {
 	t.Helper()
-	p := os.Getenv("PSYCH_TEST_PYTHON")
-	if p == "" {
-		p = "/usr/bin/python3"
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("needs a Python interpreter at %s (PSYCH_TEST_PYTHON): %v", p, err)
-	}
-	return p
+	return testutil.RequirePython(t)
 }
 
-func skipUnlessRoot(t *testing.T) {
+func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (to give a file to another uid)")
-	}
+	testutil.RequireRoot(t, "gives a file to another uid")
 }
 
 // counter is a wrapper interpreter that counts its starts in a file.
@@ -433,7 +426,7 @@ func TestCacheHostileEntry(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.root {
-				skipUnlessRoot(t)
+				requireRoot(t)
 			}
 			c := newCounter(t, t.TempDir())
 			dir := cacheDir(t)
@@ -491,7 +484,7 @@ func TestCacheHostileDir(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.root {
-				skipUnlessRoot(t)
+				requireRoot(t)
 			}
 			c := newCounter(t, t.TempDir())
 			dir := cacheDir(t)
