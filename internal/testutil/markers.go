@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 )
 
 // NewMarker is prefix and 16 random hex digits: a token to put in a
@@ -48,7 +47,9 @@ func KillProcessesWith(subs ...string) {
 		}
 		var pid int
 		if _, err := fmt.Sscanf(p, "/proc/%d/cmdline", &pid); err == nil && all && pid != os.Getpid() {
-			syscall.Kill(pid, syscall.SIGKILL)
+			if proc, err := os.FindProcess(pid); err == nil {
+				proc.Kill() // SIGKILL
+			}
 		}
 	}
 }
