@@ -116,11 +116,13 @@ func newFallback(python string, prefixes []string) (fallback, error) {
 			add(&fb.paths, r, host.LandlockExec)
 		}
 	}
-	// The loader's cache, the host's network databases and trust store:
-	// what a view hands in of /etc, read-only; and the host's own versions
-	// of the files a view makes (the users and groups, the hosts file, the
-	// name service's configuration), where the view has its own.
+	// The loader's cache, the host's network databases, trust store,
+	// alternatives and Debian Python packages' settings: what a view hands
+	// in of /etc, read-only; and the host's own versions of the files a
+	// view makes (the users and groups, the hosts file, the name service's
+	// configuration), where the view has its own.
 	etc := append([]string{"/etc/ld.so.cache"}, host.HostEtc()...)
+	etc = append(etc, host.DebianPythonEtc()...)
 	etc = append(etc, "/etc/passwd", "/etc/group", "/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf", "/etc/gai.conf")
 	for _, f := range etc {
 		add(&fb.paths, f, host.LandlockRead)

@@ -8,9 +8,10 @@ import (
 )
 
 // dataProgram uses numpy (its BLAS and LAPACK), pandas and matplotlib as a
-// data-analysis program does; its value names the libraries it could not
-// find instead.
-const dataProgram = `import importlib.util, os
+// data-analysis program does, writing its chart to TMPDIR (the Landlock
+// fallback's /tmp is the host's, out of its reach); its value names the
+// libraries it could not find instead.
+const dataProgram = `import importlib.util, os, tempfile
 missing = [m for m in ('numpy', 'pandas', 'matplotlib') if importlib.util.find_spec(m) is None]
 if missing:
     out = {'missing': missing}
@@ -22,11 +23,12 @@ else:
     df = pd.DataFrame({'k': ['a', 'b', 'a'], 'v': [1, 2, 3]})
     fig, ax = plt.subplots()
     ax.plot(df['v'])
-    fig.savefig('/tmp/plot.png')
+    png = os.path.join(tempfile.gettempdir(), 'plot.png')
+    fig.savefig(png)
     out = {'solve': np.linalg.solve(a, np.array([9.0, 8.0])).round(6).tolist(),
            'product': (a @ a).tolist(),
            'sums': df.groupby('k')['v'].sum().to_dict(),
-           'png': open('/tmp/plot.png', 'rb').read(8) == b'\x89PNG\r\n\x1a\n',
+           'png': open(png, 'rb').read(8) == b'\x89PNG\r\n\x1a\n',
            'rc': os.access(matplotlib.matplotlib_fname(), os.R_OK)}
 out`
 
