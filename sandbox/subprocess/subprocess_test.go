@@ -57,6 +57,7 @@ func TestContract(t *testing.T) {
 // the view: the program under its outside ids, no user namespace.
 func TestContractRootFallback(t *testing.T) {
 	requireRoot(t)
+	skipEmulated(t)
 	testNoUserns = true
 	t.Cleanup(func() { testNoUserns = false })
 	contract.Run(t, contract.Backend{
@@ -81,6 +82,7 @@ func TestContractRootFallback(t *testing.T) {
 // others must hold as they do isolated.
 func TestContractLandlockFallback(t *testing.T) {
 	requireRoot(t)
+	skipEmulated(t)
 	testNoUserns, testNoRootNS = true, true
 	t.Cleanup(func() { testNoUserns, testNoRootNS = false, false })
 	contract.Run(t, contract.Backend{
@@ -128,4 +130,15 @@ func TestContractPooled(t *testing.T) {
 		},
 		SandboxEnv: []string{"MALLOC_ARENA_MAX", "LC_ALL"},
 	})
+}
+
+// skipEmulated skips a fallback's whole contract suite on an emulated host
+// (PSYCH_TIME_SCALE > 1): the qemu lane proves the cgroup-v2 path within
+// its per-binary timeout, and the host lane, where CI runs as root, runs
+// the fallback's suites.
+func skipEmulated(t *testing.T) {
+	t.Helper()
+	if testutil.TimeScale() > 1 {
+		t.Skipf("an emulated host (PSYCH_TIME_SCALE=%g): the fallback's contract suite is the host lane's", testutil.TimeScale())
+	}
 }
