@@ -1,0 +1,114 @@
+package api
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestDecodeStrict(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		ok         bool
+	}{
+		{"plain", `{"code":"1","limits":{"cpu_seconds":2},"env":{"A":"b"}}`, true},
+		{"unknown field", `{"code":"1","cod":2}`, false},
+		{"duplicate key", `{"code":"1","code":"2"}`, false},
+		{"duplicate nested", `{"code":"1","env":{"A":"x","A":"y"}}`, false},
+		{"case fold", `{"code":"1","Code":"2"}`, false},
+		{"case fold nested", `{"code":"1","bindings":[{"name":"a","NAME":"b"}]}`, false},
+		{"same key in two objects", `{"code":"1","bindings":[{"name":"a"},{"name":"b"}]}`, true},
+		{"trailing", `{"code":"1"} {}`, false},
+		{"not json", `code=1`, false},
+		{"invalid utf8", "{\"code\":\"\xff\"}", false},
+		{"deep", `{"code":"1","bindings":[{"name":"a","parameters":` + strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth) + `}]}`, false},
+		{"wrong type", `{"code":1}`, false},
+	} {
+		var req RunRequest
+		err := DecodeStrict([]byte(tc.body), &req)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: DecodeStrict(%.80s) = %v, want ok=%v", tc.name, tc.body, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrBadRequest) {
+			t.Errorf("%s: %v does not wrap ErrBadRequest", tc.name, err)
+		}
+	}
+}
+
+func TestEventReader(t *testing.T) {
+	stream := `{"event":"started","id":"r1","warm":true}` + "\n" +
+		`{"event":"stdout","data":"hi\n"}` + "\n\n" +
+		`{"event":"novel","x":1}` + "\n" +
+		`{"event":"result","result":{"id":"r1","stdout":"hi\n","value":3}}` + "\n"
+	er := NewEventReader(strings.NewReader(stream), 0)
+	var names []string
+	for {
+		ev, err := er.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %v: %v", names, err)
+		}
+		names = append(names, ev.Event)
+		if ev.Event == EventResult && (ev.Result.ID != "r1" || string(ev.Result.Value) != "3") {
+			t.Errorf("result %+v", ev.Result)
+		}
+	}
+	if got := strings.Join(names, ","); got != "started,stdout,novel,result" {
+		t.Errorf("events %s", got)
+	}
+	for _, tc := range []struct {
+		name, stream string
+		want         error
+	}{
+		{"no terminal", `{"event":"stdout","data":"x"}` + "\n", ErrNoTerminal},
+		{"cut line", `{"event":"stdout","da`, ErrBadEvent},
+		{"empty", ``, ErrNoTerminal},
+		{"result without payload", `{"event":"result"}` + "\n", ErrBadEvent},
+		{"error without code", `{"event":"error","error":{}}` + "\n", ErrBadEvent},
+		{"call without id", `{"event":"call","tool":"x"}` + "\n", ErrBadEvent},
+		{"after terminal", `{"event":"error","error":{"code":"cancelled"}}` + "\n" + `{"event":"stdout"}` + "\n", ErrBadEvent},
+		{"too long", `{"event":"stdout","data":"` + strings.Repeat("x", 200) + `"}` + "\n", ErrBadEvent},
+	} {
+		er := NewEventReader(strings.NewReader(tc.stream), 100)
+		var err error
+		for err == nil {
+			_, err = er.Next()
+		}
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+// FuzzEventReader: whatever a server sends, the reader returns events,
+// io.EOF after exactly one terminal event, or an error; it never panics,
+// never returns an event past a terminal one, and never holds a line past
+// its cap.
+func FuzzEventReader(f *testing.F) {
+	f.Add([]byte(`{"event":"started","id":"a"}` + "\n" + `{"event":"result","result":{"id":"a"}}` + "\n"))
+	f.Add([]byte(`{"event":"call","call_id":"1","tool":"t","args":{}}` + "\n" + `{"event":"error","error":{"code":"cancelled"}}`))
+	f.Add([]byte("\n\n{\"event\":\"outcome\",\"outcome\":{\"call_id\":\"x\",\"outcome\":\"ok\"}}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		er := NewEventReader(strings.NewReader(string(data)), 256)
+		terminal := 0
+		for i := 0; i <= len(data); i++ {
+			ev, err := er.Next()
+			if err != nil {
+				if err == io.EOF && terminal != 1 {
+					t.Fatalf("io.EOF after %d terminal events", terminal)
+				}
+				return
+			}
+			if terminal > 0 {
+				t.Fatalf("an event after the terminal one: %+v", ev)
+			}
+			if ev.Terminal() {
+				terminal++
+			}
+		}
+		t.Fatal("the reader returned more events than the stream has bytes")
+	})
+}

@@ -1,0 +1,99 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// ErrBadRequest is what DecodeStrict's errors wrap.
+var ErrBadRequest = errors.New("bad request body")
+
+// MaxDepth bounds how deeply a request body may nest.
+const MaxDepth = 64
+
+// DecodeStrict decodes one JSON value from data into v, refusing what
+// encoding/json would let through: invalid UTF-8 (it would become U+FFFD
+// without a word), a key given twice in one object, or two keys equal but
+// for case (encoding/json matches field names without case, so which one
+// wins would be a guess), nesting deeper than MaxDepth, a field v does not
+// have, and anything after the value. Its errors wrap ErrBadRequest.
+func DecodeStrict(data []byte, v any) error {
+	if !utf8.Valid(data) {
+		return fmt.Errorf("%w: not valid UTF-8", ErrBadRequest)
+	}
+	if err := checkKeys(data); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: data after the JSON value", ErrBadRequest)
+	}
+	return nil
+}
+
+// checkKeys walks data's tokens, refusing a repeated or case-fold-equal
+// key in one object and nesting past MaxDepth.
+func checkKeys(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	type frame struct {
+		object  bool
+		keys    map[string]string // folded → as given
+		wantKey bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{', '[':
+				if len(stack) == MaxDepth {
+					return fmt.Errorf("nested deeper than %d", MaxDepth)
+				}
+				if top != nil && top.object {
+					top.wantKey = true
+				}
+				stack = append(stack, &frame{object: d == '{', keys: map[string]string{}, wantKey: d == '{'})
+			default:
+				stack = stack[:len(stack)-1]
+			}
+			continue
+		}
+		if top == nil || !top.object {
+			continue
+		}
+		if !top.wantKey {
+			top.wantKey = true // that was a value
+			continue
+		}
+		key := tok.(string)
+		folded := strings.ToLower(key)
+		if prev, ok := top.keys[folded]; ok {
+			if prev == key {
+				return fmt.Errorf("key %.64q given twice", key)
+			}
+			return fmt.Errorf("keys %.64q and %.64q differ only in case", prev, key)
+		}
+		top.keys[folded] = key
+		top.wantKey = false
+	}
+}
