@@ -8,4 +8,5 @@ import (
 )
 
 func flock(*os.File) error { return errors.New("unix sockets need a unix host") }
+
 const oNoFollow = 0

@@ -9,4 +9,5 @@ import (
 )
 
 func flock(f *os.File) error { return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) }
+
 const oNoFollow = unix.O_NOFOLLOW
