@@ -8,6 +8,7 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -112,4 +113,21 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
 	}
+}
+
+// HostLaneOnly reports, and logs, that t is the host lane's and not the
+// VM lane's (test/vm sets PSYCH_TEST_LANE=vm): a test the emulated kernel
+// cannot finish within the lane's bounds, or that needs what its rootfs
+// does not have. The caller returns when it is true. It logs one
+// "PSYCH-HOST-LANE-ONLY: <test>" line, which the VM lane compares with its
+// own list (test/vm/run.sh, VM_HOST_ONLY) and fails on any difference: a
+// test leaves that lane only by being named there, never by skipping.
+func HostLaneOnly(t testing.TB, why string) bool {
+	t.Helper()
+	if os.Getenv("PSYCH_TEST_LANE") != "vm" {
+		return false
+	}
+	t.Logf("the VM lane does not run this test (%s); the host lane does", why)
+	fmt.Printf("PSYCH-HOST-LANE-ONLY: %s\n", t.Name())
+	return true
 }
