@@ -135,4 +135,3 @@ func TestContractPooled(t *testing.T) {
 		SandboxEnv: []string{"MALLOC_ARENA_MAX", "LC_ALL"},
 	})
 }
-
