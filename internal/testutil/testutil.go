@@ -131,3 +131,14 @@ func HostLaneOnly(t testing.TB, why string) bool {
 	fmt.Printf("PSYCH-HOST-LANE-ONLY: %s\n", t.Name())
 	return true
 }
+
+// Unavailable ends the test for want of something CI's machine always has
+// (a pseudo-terminal, dpkg, a trust store, the image archive): it fails in
+// CI and skips elsewhere, saying what is missing.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("CI's machine has this, so it may not be missing: "+format, args...)
+	}
+	t.Skipf(format, args...)
+}

@@ -70,7 +70,7 @@ for m in MODULES:
 func debianModules(t *testing.T, python string) []string {
 	t.Helper()
 	if _, err := exec.LookPath("dpkg"); err != nil {
-		t.Skip("no dpkg: this host has no Debian packages")
+		testutil.Unavailable(t, "no dpkg: this host has no Debian packages")
 	}
 	out, err := exec.Command(python, "-I", "-c", "import json, sys; print(json.dumps(sys.path))").Output()
 	if err != nil {
@@ -98,7 +98,7 @@ func debianModules(t *testing.T, python string) []string {
 		}
 	}
 	if len(pkgs) == 0 {
-		t.Skipf("no Debian package owns %s's module directories %v: not Debian's interpreter", python, dirs)
+		testutil.Unavailable(t, "no Debian package owns %s's module directories %v: not Debian's interpreter", python, dirs)
 	}
 	args := []string{"-L"}
 	for p := range pkgs {
