@@ -81,9 +81,10 @@ func (s Stream) String() string {
 // call has returned before Run returns; none comes after.
 //
 // It must not block: the drain waits for it, the program's pipe fills
-// while it waits, and Run cannot return before it does. Copy or hand data
-// on and return. A call that panics ends the delivery of the run's output
-// (the panic is recovered; the Result holds the whole output all the same).
+// while it waits, and Run cannot return before it does. Hand data (an
+// immutable string, the callee's to keep) on and return. A call that
+// panics ends the delivery of the run's output (the panic is recovered;
+// the Result holds the whole output all the same).
 type Output func(stream Stream, data string)
 
 // Binding declares one host function as the program sees it.
