@@ -47,6 +47,9 @@ phase "fuzz host core"
 # The streamed output's decoding (Request.Output) against the Result's text.
 "$GO" test -count=1 -run '^$' -fuzz '^FuzzCaptureEmit$' -fuzztime "$HOST_FUZZTIME" -fuzzminimizetime 2s ./sandbox/internal/host
 phase "fuzz output decoding"
+# The API's event reader, as the Go client reads a server's stream.
+"$GO" test -count=1 -run '^$' -fuzz '^FuzzEventReader$' -fuzztime "${API_FUZZTIME:-50000x}" -fuzzminimizetime 2s ./api
+phase "fuzz the API's event reader"
 PSYCH_TEST_PYTHON=$PYTHON "$GO" test -race -count=1 -timeout 30m ./...
 phase "go test -race ./..."
 # The bootstrap's own tests on every Python it serves (pyenv's 3.8-3.13;
