@@ -55,7 +55,9 @@ func (r *Runtime) runCode(ctx context.Context, c Call) (any, error) {
 }
 
 // Execute runs a program in the Sandbox as run_code does, outside a
-// model's call (the CLI's path): it is recorded, and its bindings are the
+// model's call (the CLI's path): it is recorded (when the Sandbox fails,
+// as cancelled if ctx ended, else as failed, with the error's first KiB
+// as the Reason), and its bindings are the
 // Runtime's tools, called through Call with Via run_code (Via client for a
 // client's tool, see WithTools). req's Bindings
 // are ignored; its Limits fields override Config.Limits; an empty ID is
@@ -86,8 +88,17 @@ func (r *Runtime) execute(ctx context.Context, callID string, req sandbox.Reques
 	}
 	res, err := r.cfg.Sandbox.Run(ctx, req)
 	if err != nil {
-		// Recorded without a result: listed as incomplete.
-		return nil, fmt.Errorf("run code: %w", err)
+		err = fmt.Errorf("run code: %w", err)
+		if st := r.cfg.Store; st != nil {
+			status := ExecutionFailed
+			if ctx.Err() != nil {
+				status = ExecutionCancelled
+			}
+			if aerr := st.AbortExecution(context.WithoutCancel(ctx), rec.ID, status, cut(err.Error(), min(len(err.Error()), maxAbortReason))); aerr != nil {
+				return nil, fmt.Errorf("%w (record execution %s: %w)", err, rec.ID, aerr)
+			}
+		}
+		return nil, err
 	}
 	if st := r.cfg.Store; st != nil {
 		if err := st.FinishExecution(context.WithoutCancel(ctx), rec.ID, res); err != nil {
@@ -96,6 +107,10 @@ func (r *Runtime) execute(ctx context.Context, callID string, req sandbox.Reques
 	}
 	return res, nil
 }
+
+// maxAbortReason bounds the Reason an execution that ended without a
+// result is recorded with (the Sandbox's error's text).
+const maxAbortReason = 1 << 10
 
 // bindings are the Runtime's tools as one program sees them: each call is
 // the Runtime's own Call, Via run_code (Via client for a client's tool),
