@@ -55,13 +55,12 @@ func (r *Runtime) runCode(ctx context.Context, c Call) (any, error) {
 }
 
 // Execute runs a program in the Sandbox as run_code does, outside a
-// model's call (the CLI's path): it is recorded (when the Sandbox fails,
-// as cancelled if ctx ended, else as failed, with the error's first KiB
-// as the Reason), and its bindings are the
+// model's call (the CLI's path): it is recorded, and its bindings are the
 // Runtime's tools, called through Call with Via run_code (Via client for a
-// client's tool, see WithTools). req's Bindings
-// are ignored; its Limits fields override Config.Limits; an empty ID is
-// made here.
+// client's tool, see WithTools). When the Sandbox fails, the record says
+// cancelled if ctx ended, else failed, with the error's first KiB as its
+// Reason. req's Bindings are ignored; its Limits fields override
+// Config.Limits; an empty ID is made here.
 func (r *Runtime) Execute(ctx context.Context, req sandbox.Request) (*sandbox.Result, error) {
 	return r.execute(ctx, "", req)
 }
@@ -94,7 +93,9 @@ func (r *Runtime) execute(ctx context.Context, callID string, req sandbox.Reques
 			if ctx.Err() != nil {
 				status = ExecutionCancelled
 			}
-			if aerr := st.AbortExecution(context.WithoutCancel(ctx), rec.ID, status, cut(err.Error(), min(len(err.Error()), maxAbortReason))); aerr != nil {
+			reason := err.Error()
+			reason = cut(reason, min(len(reason), maxAbortReason))
+			if aerr := st.AbortExecution(context.WithoutCancel(ctx), rec.ID, status, reason); aerr != nil {
 				return nil, fmt.Errorf("%w (record execution %s: %w)", err, rec.ID, aerr)
 			}
 		}

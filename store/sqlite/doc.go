@@ -14,9 +14,9 @@
 //   - A killed process loses at most the calls not yet committed, always a
 //     suffix: what is left is the calls 1..k in order, never a gap, a
 //     reordering or a torn record. An execution it did not finish reads
-//     back incomplete (Result nil, Status incomplete). The file is in WAL mode with
-//     synchronous=NORMAL, so a power loss may also lose the last commits,
-//     never the file's consistency.
+//     back incomplete (Result nil, Status incomplete). The file is in WAL
+//     mode with synchronous=NORMAL, so a power loss may also lose the last
+//     commits, never the file's consistency.
 //   - Records are copies, both ways; times keep their nanoseconds (between
 //     the years 1678 and 2261, which time.Time's UnixNano covers; others
 //     are refused) and lose their monotonic reading and location.
