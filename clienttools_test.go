@@ -462,3 +462,26 @@ func TestCancelledRunRecorded(t *testing.T) {
 		t.Fatalf("recorded as %+v, %v; want cancelled", e, err)
 	}
 }
+
+// TestApproverPanics: an Approver that panics denies the call, saying so;
+// the host goes on.
+func TestApproverPanics(t *testing.T) {
+	ts := newTools(t)
+	r := newRuntime(t, psych.Config{Registry: ts.reg})
+	var ran atomic.Bool
+	spec := clientSpec("wipe", true)
+	spec.Handler = func(context.Context, psych.Call) (any, error) { ran.Store(true); return nil, nil }
+	d, err := r.WithTools([]psych.Spec{spec}, psych.ApproverFunc(func(context.Context, psych.ApprovalRequest) (psych.Approval, error) {
+		panic("approver bug")
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := d.Call(context.Background(), psych.Call{Tool: "wipe", Args: json.RawMessage(`{"q":"w"}`)})
+	if err != nil || out.Kind != psych.OutcomeDenied || !strings.Contains(out.Error, "approver panicked: approver bug") {
+		t.Errorf("a panicking Approver: %+v, %v; want denied, saying it panicked", out, err)
+	}
+	if ran.Load() {
+		t.Error("the handler ran")
+	}
+}
