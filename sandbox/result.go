@@ -87,7 +87,8 @@ func (r Result) MarshalJSON() ([]byte, error) {
 	}{resultJSON(r), r.Duration.Seconds(), r.Suspended.Seconds()})
 }
 
-// UnmarshalJSON reads duration_seconds back into Duration.
+// UnmarshalJSON reads duration_seconds back into Duration, and a null
+// value as a nil Value, as the backends leave it.
 func (r *Result) UnmarshalJSON(b []byte) error {
 	var v struct {
 		resultJSON
@@ -98,6 +99,9 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*r = Result(v.resultJSON)
+	if string(r.Value) == "null" { // as the backends leave it: nil
+		r.Value = nil
+	}
 	r.Duration = time.Duration(v.DurationSeconds * float64(time.Second))
 	r.Suspended = time.Duration(v.SuspendedSeconds * float64(time.Second))
 	return nil

@@ -106,6 +106,10 @@ func TestResultJSON(t *testing.T) {
 			t.Errorf("empty result %s lacks %s", b, want)
 		}
 	}
+	// A null value reads back as none, as a backend leaves it.
+	if err := json.Unmarshal(b, &back); err != nil || back.Value != nil {
+		t.Errorf("value null reads back as %q, %v; want nil", back.Value, err)
+	}
 }
 
 func TestCheckID(t *testing.T) {
