@@ -122,10 +122,14 @@ func engineOrSkip(t *testing.T, engine Engine) *Sandbox {
 	return newTestSandbox(t, engine, Config{})
 }
 
-// forEachEngine runs fn for every engine, as a subtest.
+// forEachEngine runs fn for every engine, as subtests in parallel with one
+// another (not with other tests): each looks only at its own engine.
 func forEachEngine(t *testing.T, fn func(t *testing.T, engine Engine)) {
 	for _, e := range engines {
-		t.Run(string(e), func(t *testing.T) { fn(t, e) })
+		t.Run(string(e), func(t *testing.T) {
+			t.Parallel()
+			fn(t, e)
+		})
 	}
 }
 
