@@ -89,6 +89,35 @@ func TestDerive(t *testing.T) {
 	if len(docker) != 1 || docker[0].Config != blobPath(img.Config) || !slices.Equal(docker[0].Layers, []string{blobPath(bimg.Layer), blobPath(img.Layer)}) {
 		t.Errorf("docker manifest %s", files["manifest.json"])
 	}
+
+	// Thin: the same image, without the base's layer in the archive.
+	thin := filepath.Join(dir, "thin.tar")
+	f, err = os.Create(thin)
+	must(err)
+	timg, err := Derive(f, base, extra, dir, Derivation{Ref: "localhost/derived:1", Env: []string{"A=2", "LD_PRELOAD=/y.so"},
+		Volumes: []string{"/data"}, Healthcheck: []string{"CMD", "/bin/true"}, HealthInterval: time.Second, Created: *cfg.Created, Thin: true})
+	must(err)
+	must(f.Close())
+	if timg != img {
+		t.Errorf("thin image %+v, want the whole one's %+v", timg, img)
+	}
+	thinFiles := map[string][]byte{}
+	must(eachEntry(thin, func(h *tar.Header, r io.Reader) error {
+		b, err := io.ReadAll(r)
+		thinFiles[h.Name] = b
+		return err
+	}))
+	for name, b := range files {
+		if _, ok := thinFiles[name]; !ok && name != blobPath(bimg.Layer) {
+			t.Errorf("the thin archive lacks %s", name)
+		} else if ok && string(thinFiles[name]) != string(b) {
+			t.Errorf("the thin archive's %s differs from the whole one's", name)
+		}
+	}
+	if _, ok := thinFiles[blobPath(bimg.Layer)]; ok || len(thinFiles) != len(files)-1 {
+		t.Errorf("the thin archive holds %d files, the base's layer among them %v; want all but it", len(thinFiles), ok)
+	}
+
 	if _, err := Derive(io.Discard, filepath.Join(dir, "nonexistent.tar"), extra, dir, Derivation{Ref: "x"}); err == nil {
 		t.Error("a missing base: no error")
 	}

@@ -70,7 +70,18 @@ func backend(engine Engine) contract.Backend {
 	}
 }
 
-func TestContractContainerd(t *testing.T) { contract.Run(t, backend(Containerd)) }
+// The engines' contract suites run in parallel with one another (t.Parallel,
+// as many at once as -parallel allows: GOMAXPROCS by default), after the
+// package's serial tests, which keep the engines to themselves: several
+// check what this process left at an engine (every Sandbox here has the
+// same owner), and TestOldBaseRemoved removes containerd's base snapshot.
+// The suites do not contend: every run has outside ids of its own, so no
+// per-uid quota crosses them, and each case checks only its own runs.
+
+func TestContractContainerd(t *testing.T) {
+	t.Parallel()
+	contract.Run(t, backend(Containerd))
+}
 
 // poolCaps are wide caps for the pooled contract suite: every case is
 // served warm but those that ask for more (they run cold and say so).
@@ -79,6 +90,7 @@ var poolCaps = sandbox.Limits{CPUSeconds: 60, AddressSpaceBytes: 2 << 30, Memory
 // TestContractContainerdPooled is the contract suite on containerd with a
 // warm pool: a pool changes when a sandbox starts, never what it is.
 func TestContractContainerdPooled(t *testing.T) {
+	t.Parallel()
 	b := backend(Containerd)
 	b.Warm = true
 	b.New = func(t *testing.T, opts contract.Options) sandbox.Sandbox {
@@ -92,8 +104,16 @@ func TestContractContainerdPooled(t *testing.T) {
 	}
 	contract.Run(t, b)
 }
-func TestContractPodman(t *testing.T) { contract.Run(t, backend(Podman)) }
-func TestContractDocker(t *testing.T) { contract.Run(t, backend(Docker)) }
+
+func TestContractPodman(t *testing.T) {
+	t.Parallel()
+	contract.Run(t, backend(Podman))
+}
+
+func TestContractDocker(t *testing.T) {
+	t.Parallel()
+	contract.Run(t, backend(Docker))
+}
 
 // engineOrSkip skips a test where engine cannot be had on this host (never
 // in CI, see newTestSandbox), and returns it opened.
@@ -102,10 +122,14 @@ func engineOrSkip(t *testing.T, engine Engine) *Sandbox {
 	return newTestSandbox(t, engine, Config{})
 }
 
-// forEachEngine runs fn for every engine, as a subtest.
+// forEachEngine runs fn for every engine, as subtests in parallel with one
+// another (not with other tests): each looks only at its own engine.
 func forEachEngine(t *testing.T, fn func(t *testing.T, engine Engine)) {
 	for _, e := range engines {
-		t.Run(string(e), func(t *testing.T) { fn(t, e) })
+		t.Run(string(e), func(t *testing.T) {
+			t.Parallel()
+			fn(t, e)
+		})
 	}
 }
 

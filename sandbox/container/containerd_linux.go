@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -170,7 +171,7 @@ func (e *containerdEngine) prepare(ctx context.Context, cfg *Config, python stri
 		return fmt.Errorf("%w: containerd lease: %w", sandbox.ErrHostFault, err)
 	}
 	defer done(context.WithoutCancel(ctx))
-	tmp := e.base + "-prepare-" + fmt.Sprint(os.Getpid())
+	tmp := e.base + "-prepare-" + scratchKey()
 	sn.Remove(ctx, tmp)
 	mounts, err := sn.Prepare(ctx, tmp, chain.String())
 	if err != nil {
@@ -212,6 +213,17 @@ func removeOldBases(ctx context.Context, sn snapshots.Snapshotter, base, chain s
 	}
 }
 
+// scratchSeq numbers this process's scratch snapshots (scratchKey).
+var scratchSeq atomic.Uint64
+
+// scratchKey names a scratch snapshot of one New: this process's id and a
+// number of its own, so that Sandboxes made at once in one process never
+// take (nor remove) one another's. One a crashed process left is under its
+// lease, which expires, and containerd's collector then removes it.
+func scratchKey() string {
+	return fmt.Sprintf("%d-%d", os.Getpid(), scratchSeq.Add(1))
+}
+
 // checkPython picks the interpreter in an existing base.
 func (e *containerdEngine) checkPython(ctx context.Context, sn snapshots.Snapshotter, pick func(root string) error) error {
 	ctx, done, err := e.c.WithLease(ctx)
@@ -219,7 +231,7 @@ func (e *containerdEngine) checkPython(ctx context.Context, sn snapshots.Snapsho
 		return fmt.Errorf("%w: containerd lease: %w", sandbox.ErrHostFault, err)
 	}
 	defer done(context.WithoutCancel(ctx))
-	key := e.base + "-check-" + fmt.Sprint(os.Getpid())
+	key := e.base + "-check-" + scratchKey()
 	sn.Remove(ctx, key)
 	mounts, err := sn.View(ctx, key, e.base)
 	if err != nil {

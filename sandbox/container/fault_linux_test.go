@@ -37,8 +37,11 @@ func privateContainerd(t *testing.T) *testutil.Containerd {
 }
 
 // TestContainerdKilledDuringRun: containerd dying mid-run ends Run with a
-// host fault within the wall limit and a few seconds; it never hangs.
+// host fault within the wall limit and a few seconds; it never hangs. It
+// runs beside the contract suites (t.Parallel): the daemon it kills is its
+// own.
 func TestContainerdKilledDuringRun(t *testing.T) {
+	t.Parallel()
 	daemon := privateContainerd(t)
 	s := newTestSandbox(t, Containerd, Config{ContainerdAddress: daemon.Address})
 	m := contract.Marker()

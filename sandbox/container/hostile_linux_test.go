@@ -42,7 +42,10 @@ func baseArchive(t *testing.T) string {
 
 // hostile is a hostile image derived from psych's own: a test builds it
 // (its archive is removed when that test ends), then imports it into each
-// engine.
+// engine. The archive is thin (ociarchive.Derivation.Thin): it carries the
+// new layer alone and names the base's, which every engine already holds
+// (make image imported the base), so an import reads kilobytes, not the
+// base's hundreds of megabytes.
 type hostile struct {
 	ref   string
 	d     ociarchive.Derivation
@@ -90,7 +93,7 @@ func (h *hostile) build(t *testing.T) string {
 			return
 		}
 		d := h.d
-		d.Ref, d.Created = h.ref, stamp
+		d.Ref, d.Created, d.Thin = h.ref, stamp, true
 		if _, h.err = ociarchive.Derive(f, base, root, dir, d); h.err == nil {
 			h.err = f.Close()
 		}
@@ -120,7 +123,7 @@ func (h *hostile) load(t *testing.T, engine Engine) {
 		rm = []string{"docker", "-H", DefaultDockerHost, "rmi", "-f", h.ref}
 	}
 	if out, err := exec.Command(load[0], load[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v: %s", strings.Join(load, " "), err, out)
+		t.Fatalf("%s: %v: %s (the archive is thin: the engine must hold the base image, %s)", strings.Join(load, " "), err, out, testImage())
 	}
 	t.Cleanup(func() { exec.Command(rm[0], rm[1:]...).Run() })
 }

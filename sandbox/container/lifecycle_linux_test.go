@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -76,17 +78,31 @@ func leftovers(t *testing.T, s *Sandbox, owner string) []string {
 	return out
 }
 
-// TestNoLeftovers: after 100 runs, a cancelled one and one the wall limit
-// killed, nothing of them is left: containers, tasks, snapshots, mounts,
-// cgroups, run directories.
+// TestNoLeftovers: after 100 runs (four at a time), a cancelled one and one
+// the wall limit killed, nothing of them is left: containers, tasks,
+// snapshots, mounts, cgroups, run directories.
 func TestNoLeftovers(t *testing.T) {
 	s := engineOrSkip(t, Containerd)
 	ctx := context.Background()
-	for i := 0; i < 100; i++ {
-		res, err := s.Run(ctx, sandbox.Request{Code: fmt.Sprintf("open('/tmp/f', 'w').write('x')\n%d", i)})
-		if err != nil || res.Failure != nil || string(res.Value) != fmt.Sprint(i) {
-			t.Fatalf("run %d: %v %+v", i, err, res)
-		}
+	const runs, workers = 100, 4
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < runs && !failed.Load(); i += workers {
+				res, err := s.Run(ctx, sandbox.Request{Code: fmt.Sprintf("open('/tmp/f', 'w').write('x')\n%d", i)})
+				if err != nil || res.Failure != nil || string(res.Value) != fmt.Sprint(i) {
+					t.Errorf("run %d: %v %+v", i, err, res)
+					failed.Store(true)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() {
+		t.FailNow()
 	}
 	m := contract.Marker()
 	cctx, cancel := context.WithCancel(ctx)

@@ -163,3 +163,29 @@ func TestOldBaseRemoved(t *testing.T) {
 		t.Errorf("the old layout's base %s: %v; want it removed", old, err)
 	}
 }
+
+// TestConcurrentNew: Sandboxes made at once in one process on containerd
+// all open: each New's look into the base snapshot (and the making of a
+// missing one) is its own, never another New's of the same process.
+func TestConcurrentNew(t *testing.T) {
+	engineOrSkip(t, Containerd)
+	const n = 6
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		go func() {
+			<-start
+			s, err := New(Config{Engine: Containerd, Image: testImage()})
+			if err == nil {
+				err = s.Close()
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Errorf("New beside %d others: %v", n-1, err)
+		}
+	}
+}

@@ -7,11 +7,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"reflect"
 	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,7 +92,9 @@ var AllNamespaces = []string{"user", "mnt", "net", "pid", "ipc", "uts", "cgroup"
 func TimeScale() float64 { return testutil.TimeScale() }
 
 // Run runs the whole suite. Its tests run one after another: several
-// exercise limits that the host counts per user.
+// exercise limits that the host counts per user. Suites may run in parallel
+// with one another (t.Parallel) where their runs share no such limit: the
+// cases that set the host's environment take turns (setenv).
 func Run(t *testing.T, b Backend) {
 	if b.TimeScale == 0 {
 		b.TimeScale = TimeScale()
@@ -400,9 +404,36 @@ func (s *suite) stdoutFlood(t *testing.T) {
 	}
 }
 
+// envMu is held by a case that sets the host's environment, from setenv to
+// its end: suites running in parallel in one process share it.
+var envMu sync.Mutex
+
+// setenv sets the host's variables (name, value, name, value...) for the
+// rest of the case, as t.Setenv, which a parallel suite cannot use; the
+// case holds envMu until it ends, so no other suite's case sees or changes
+// them meanwhile.
+func setenv(t *testing.T, kv ...string) {
+	t.Helper()
+	envMu.Lock()
+	t.Cleanup(envMu.Unlock) // after the restore below: cleanups run last first
+	for i := 0; i+1 < len(kv); i += 2 {
+		k, v := kv[i], kv[i+1]
+		old, had := os.LookupEnv(k)
+		if err := os.Setenv(k, v); err != nil {
+			t.Fatalf("setenv %s: %v", k, err)
+		}
+		t.Cleanup(func() {
+			if had {
+				os.Setenv(k, old)
+			} else {
+				os.Unsetenv(k)
+			}
+		})
+	}
+}
+
 func (s *suite) environment(t *testing.T) {
-	t.Setenv("PSYCH_CONTRACT_ALLOWED", "let-me-in")
-	t.Setenv("PSYCH_CONTRACT_SECRET", "hunter2")
+	setenv(t, "PSYCH_CONTRACT_ALLOWED", "let-me-in", "PSYCH_CONTRACT_SECRET", "hunter2")
 	sb := s.b.New(t, Options{EnvAllowlist: []string{"PSYCH_CONTRACT_ALLOWED"}})
 	res := s.runWith(t, sb, "import os\ndict(os.environ)", sandbox.Limits{}, nil)
 	wantSuccess(t, res)

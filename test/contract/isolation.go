@@ -58,7 +58,7 @@ func (s *suite) value(t *testing.T, code string, v any) *sandbox.Result {
 }
 
 func (s *suite) procEnviron(t *testing.T) {
-	t.Setenv("PSYCH_CONTRACT_SECRET", "hunter2-environ")
+	setenv(t, "PSYCH_CONTRACT_SECRET", "hunter2-environ")
 	code := "import os\nleaks = []\nfor p in os.listdir('/proc'):\n" +
 		"    if not p.isdigit(): continue\n" +
 		"    try: data = open(f'/proc/{p}/environ', 'rb').read()\n" +

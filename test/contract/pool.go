@@ -15,7 +15,7 @@ import (
 // requestEnv: a request's variables (on the allowlist) take the host's
 // place for that run only; a name off the allowlist is refused.
 func (s *suite) requestEnv(t *testing.T) {
-	t.Setenv("PSYCH_CONTRACT_A", "host-a")
+	setenv(t, "PSYCH_CONTRACT_A", "host-a")
 	sb := s.b.New(t, Options{EnvAllowlist: []string{"PSYCH_CONTRACT_A", "PSYCH_CONTRACT_B"}})
 	code := "import os\n[os.environ.get('PSYCH_CONTRACT_A'), os.environ.get('PSYCH_CONTRACT_B'), os.getenv('PSYCH_CONTRACT_B')]"
 	for _, tc := range []struct {
