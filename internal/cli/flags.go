@@ -110,6 +110,38 @@ func (f *SandboxFlags) New(container ContainerBackend) (sandbox.Sandbox, func(),
 	return nil, nil, fmt.Errorf("--backend %q: want subprocess or container: %w", f.backend, sandbox.ErrInvalidConfig)
 }
 
+// Requirements are the Require… flags, which a run through a server checks
+// against the server's self-check and the Result, and --allow-fallback.
+type Requirements struct {
+	NetworkDenial, Cgroup, AllowFallback bool
+}
+
+// Requirements returns what the flags require of a run.
+func (f *SandboxFlags) Requirements() Requirements {
+	return Requirements{NetworkDenial: f.requireDenial, Cgroup: f.requireCgroup, AllowFallback: f.allowFallback}
+}
+
+// EnvValues are the variables --env names with their values, for a run
+// through a server: NAME=VALUE's value, and for a bare NAME psych's own
+// (left out where psych has none, as a local run leaves it out); nil
+// without any.
+func (f *SandboxFlags) EnvValues() map[string]string {
+	var out map[string]string
+	for _, v := range f.env.stringList {
+		name, value, ok := strings.Cut(v, "=")
+		if !ok {
+			if value, ok = os.LookupEnv(name); !ok {
+				continue
+			}
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[name] = value
+	}
+	return out
+}
+
 // stringList is a repeatable string flag.
 type stringList []string
 
