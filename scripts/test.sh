@@ -44,6 +44,9 @@ phase fuzz
 # workers minimize, so an uncapped one stalls the run.
 "$GO" test -count=1 -run '^$' -fuzz '^FuzzServe$' -fuzztime "$HOST_FUZZTIME" -fuzzminimizetime 2s ./sandbox/internal/host
 phase "fuzz host core"
+# The streamed output's decoding (Request.Output) against the Result's text.
+"$GO" test -count=1 -run '^$' -fuzz '^FuzzCaptureEmit$' -fuzztime "$HOST_FUZZTIME" -fuzzminimizetime 2s ./sandbox/internal/host
+phase "fuzz output decoding"
 PSYCH_TEST_PYTHON=$PYTHON "$GO" test -race -count=1 -timeout 30m ./...
 phase "go test -race ./..."
 # The bootstrap's own tests on every Python it serves (pyenv's 3.8-3.13;
