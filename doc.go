@@ -10,6 +10,11 @@
 //     same Approver and the same record; only Via and the parent execution
 //     differ. The sandbox packages cannot import this one, so no binding
 //     has a back door.
+//   - A client's tools take the same path. Tools a client declares for one
+//     request (WithTools) are checked, decided, approved and recorded as
+//     Go tools are, marked Client and, as bindings, Via client; they never
+//     shadow the operator's, and their asks go to the client's Approver,
+//     never the operator's (nor the operator's to the client's).
 //   - No sandbox, no run_code. A Runtime without a Sandbox does not offer
 //     the tool.
 //   - Approval suspends. A binding waiting for the Approver freezes its run

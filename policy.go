@@ -22,7 +22,8 @@ type Decision struct {
 }
 
 // Policy decides whether a call may run. It sees a direct call and a binding
-// call of the same tool alike; only Call.Via and Call.Execution differ.
+// call of the same tool alike; only Call.Via and Call.Execution differ. A
+// client's tool (WithTools) has Spec.Client set.
 type Policy interface {
 	Decide(ctx context.Context, spec Spec, c Call) Decision
 }

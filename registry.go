@@ -21,10 +21,12 @@ type Registry struct {
 	order []string
 }
 
-// tool is a registered Spec with its compiled schema.
+// tool is a registered Spec with its compiled schema, and for a client's
+// tool (spec.Client) the Approver of its asks.
 type tool struct {
-	spec   Spec
-	schema *jsonschema.Resolved
+	spec     Spec
+	schema   *jsonschema.Resolved
+	approver Approver
 }
 
 // NewRegistry returns an empty Registry.
@@ -41,13 +43,14 @@ var emptySchema = json.RawMessage(`{"type":"object"}`)
 // (draft 2020-12, checked by github.com/google/jsonschema-go, with every
 // "type" checked to name a JSON type) object for an object, a bad Params
 // list or a nil Handler is ErrBadSchema. A schema cannot load anything ($ref
-// to a URL or file is refused).
+// to a URL or file is refused). A Spec with Client set is ErrBadSchema: only
+// Runtime.WithTools makes a client's tools.
 func (r *Registry) Register(spec Spec) error {
-	switch {
-	case sandbox.IsReservedName(spec.Name):
-		return fmt.Errorf("register %q: %w", spec.Name, ErrReservedName)
-	case !sandbox.IsIdentifier(spec.Name):
-		return fmt.Errorf("register %.64q: %w: a tool's name must be a Python identifier, not a keyword", spec.Name, ErrBadName)
+	if err := checkName(spec.Name); err != nil {
+		return fmt.Errorf("register %.64q: %w", spec.Name, err)
+	}
+	if spec.Client {
+		return fmt.Errorf("register %q: %w: Client is set by Runtime.WithTools only", spec.Name, ErrBadSchema)
 	}
 	r.mu.RLock()
 	_, dup := r.tools[spec.Name]
@@ -66,6 +69,18 @@ func (r *Registry) Register(spec Spec) error {
 	}
 	r.tools[spec.Name] = t
 	r.order = append(r.order, spec.Name)
+	return nil
+}
+
+// checkName returns why name cannot be a tool's: ErrReservedName or
+// ErrBadName.
+func checkName(name string) error {
+	switch {
+	case sandbox.IsReservedName(name):
+		return ErrReservedName
+	case !sandbox.IsIdentifier(name):
+		return fmt.Errorf("%w: a tool's name must be a Python identifier, not a keyword", ErrBadName)
+	}
 	return nil
 }
 

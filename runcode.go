@@ -21,7 +21,7 @@ var runCodeParameters = json.RawMessage(`{"type":"object","properties":{"code":{
 func (r *Runtime) runCodeSpec() Spec {
 	var b strings.Builder
 	b.WriteString("Run a Python program in a fresh, isolated sandbox (no network, no state kept between runs) and return its result as JSON: value (the last expression), stdout, stderr and, on failure, the traceback.")
-	specs := r.reg.Specs()
+	specs := r.specs()
 	if len(specs) == 0 {
 		b.WriteString(" The program can call no host functions.")
 	} else {
@@ -56,7 +56,8 @@ func (r *Runtime) runCode(ctx context.Context, c Call) (any, error) {
 
 // Execute runs a program in the Sandbox as run_code does, outside a
 // model's call (the CLI's path): it is recorded, and its bindings are the
-// Runtime's tools, called through Call with Via run_code. req's Bindings
+// Runtime's tools, called through Call with Via run_code (Via client for a
+// client's tool, see WithTools). req's Bindings
 // are ignored; its Limits fields override Config.Limits; an empty ID is
 // made here.
 func (r *Runtime) Execute(ctx context.Context, req sandbox.Request) (*sandbox.Result, error) {
@@ -97,14 +98,15 @@ func (r *Runtime) execute(ctx context.Context, callID string, req sandbox.Reques
 }
 
 // bindings are the Runtime's tools as one program sees them: each call is
-// the Runtime's own Call, Via run_code, with the run's id as the parent.
+// the Runtime's own Call, Via run_code (Via client for a client's tool),
+// with the run's id as the parent.
 type bindings struct {
 	r      *Runtime
 	budget *runBudget // what the run may still make the Store record
 }
 
 func (b *bindings) List() []sandbox.Binding {
-	specs := b.r.reg.Specs()
+	specs := b.r.specs()
 	out := make([]sandbox.Binding, 0, len(specs))
 	for _, s := range specs {
 		out = append(out, sandbox.Binding{Name: s.Name, Params: s.Params, Doc: s.Description})

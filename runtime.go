@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -72,6 +73,10 @@ type Runtime struct {
 	// code is run_code, compiled on first use (Execute never needs it);
 	// nil without a Sandbox.
 	code func() (*tool, error)
+	// client are the tools a client declared (WithTools), in order, and
+	// clientByName the same by name; both fixed once made.
+	client       []*tool
+	clientByName map[string]*tool
 }
 
 // New returns a Runtime over cfg.
@@ -107,13 +112,67 @@ func New(cfg Config) (*Runtime, error) {
 	return r, nil
 }
 
-// Tools lists what the model is offered: the registered tools, then
-// run_code when a Sandbox is configured. run_code's description is built
-// when Tools is called, so it lists the tools registered by then.
+// WithTools returns a Runtime that offers tools beside r's own, for the
+// runs (Execute) and calls (Call) made through it: the tools a client of
+// psych serve declares for one request. It shares r's Config and Registry;
+// r itself is unchanged. Each Spec is compiled as Register does (name
+// rules, schema) and marked Client. A name r offers (a registered tool,
+// run_code, a client tool r already has) or one given twice is
+// ErrDuplicate: r's tools are never shadowed, even by a tool registered
+// later. A Policy's Ask about one of these tools goes to approver (nil
+// denies: "no approver is configured"), never to Config.Approver; an Ask
+// about r's own tools still goes to Config.Approver.
+func (r *Runtime) WithTools(tools []Spec, approver Approver) (*Runtime, error) {
+	d := &Runtime{
+		cfg: r.cfg, reg: r.reg, code: r.code,
+		client:       slices.Clip(slices.Clone(r.client)),
+		clientByName: make(map[string]*tool, len(r.client)+len(tools)),
+	}
+	for _, t := range r.client {
+		d.clientByName[t.spec.Name] = t
+	}
+	for _, spec := range tools {
+		if err := checkName(spec.Name); err != nil {
+			if spec.Name == RunCode && r.code != nil {
+				return nil, fmt.Errorf("declare tool %q: %w (%w)", spec.Name, ErrDuplicate, err)
+			}
+			return nil, fmt.Errorf("declare tool %.64q: %w", spec.Name, err)
+		}
+		if r.reg.lookup(spec.Name) != nil || d.clientByName[spec.Name] != nil {
+			return nil, fmt.Errorf("declare tool %q: %w", spec.Name, ErrDuplicate)
+		}
+		spec.Client = true
+		t, err := compile(spec)
+		if err != nil {
+			return nil, fmt.Errorf("declare tool %q: %w", spec.Name, err)
+		}
+		t.approver = approver
+		d.client = append(d.client, t)
+		d.clientByName[spec.Name] = t
+	}
+	return d, nil
+}
+
+// Tools lists what the model is offered: the registered tools, the tools
+// a client declared (WithTools), then run_code when a Sandbox is
+// configured. run_code's description is built when Tools is called, so it
+// lists the tools registered by then.
 func (r *Runtime) Tools() []Spec {
-	specs := r.reg.Specs()
+	specs := r.specs()
 	if r.code != nil {
 		specs = append(specs, r.runCodeSpec())
+	}
+	return specs
+}
+
+// specs are the registered tools, then the client's (but one whose name
+// was registered since: r's own are never shadowed).
+func (r *Runtime) specs() []Spec {
+	specs := r.reg.Specs()
+	for _, t := range r.client {
+		if r.reg.lookup(t.spec.Name) == nil {
+			specs = append(specs, t.spec)
+		}
 	}
 	return specs
 }
@@ -128,7 +187,10 @@ func (r *Runtime) lookup(name string) *tool {
 		t.spec = r.runCodeSpec()
 		return &t
 	}
-	return r.reg.lookup(name)
+	if t := r.reg.lookup(name); t != nil {
+		return t
+	}
+	return r.clientByName[name]
 }
 
 type egressKey struct{}
@@ -194,6 +256,14 @@ func (r *Runtime) call(ctx context.Context, c Call, rec *CallRecord) (*Outcome, 
 	if t == nil {
 		return &Outcome{Kind: OutcomeInvalid, Error: fmt.Sprintf("no tool named %.64q", c.Tool)}, nil
 	}
+	if c.Via == ViaRunCode || c.Via == ViaClient {
+		// A binding call: Via client exactly for a client's tool.
+		c.Via = ViaRunCode
+		if t.spec.Client {
+			c.Via = ViaClient
+		}
+		rec.Via = c.Via
+	}
 	canon, decoded, err := canonicalArgs(c.Args, cmp.Or(t.spec.MaxArgsBytes, DefaultMaxArgsBytes))
 	if err == nil {
 		err = t.validate(decoded)
@@ -209,7 +279,7 @@ func (r *Runtime) call(ctx context.Context, c Call, rec *CallRecord) (*Outcome, 
 	switch d.Verdict {
 	case Allow:
 	case Ask:
-		if reason, ok := r.approve(ctx, t.spec, c, d, rec); !ok {
+		if reason, ok := r.approve(ctx, t, c, d, rec); !ok {
 			out.Kind, out.Error = OutcomeDenied, "denied by policy: "+reason
 			return out, ctx.Err()
 		}
@@ -230,13 +300,18 @@ func (r *Runtime) call(ctx context.Context, c Call, rec *CallRecord) (*Outcome, 
 	return out, nil
 }
 
-// approve asks the Approver, freezing the run a binding call came from for
-// as long as it waits. It returns the reason for a denial.
-func (r *Runtime) approve(ctx context.Context, spec Spec, c Call, d Decision, rec *CallRecord) (string, bool) {
-	if r.cfg.Approver == nil {
+// approve asks the Approver (the client's for a client's tool), freezing
+// the run a binding call came from for as long as it waits. It returns the
+// reason for a denial.
+func (r *Runtime) approve(ctx context.Context, t *tool, c Call, d Decision, rec *CallRecord) (string, bool) {
+	spec, approver := t.spec, r.cfg.Approver
+	if spec.Client {
+		approver = t.approver
+	}
+	if approver == nil {
 		return "no approver is configured", false
 	}
-	if c.Via == ViaRunCode {
+	if c.Via == ViaRunCode || c.Via == ViaClient {
 		resume, err := sandbox.Suspend(ctx)
 		if err != nil {
 			return "cannot suspend the run while a person decides", false
@@ -252,7 +327,7 @@ func (r *Runtime) approve(ctx context.Context, spec Spec, c Call, d Decision, re
 	}
 	ch := make(chan answer, 1)
 	go func() {
-		a, err := r.cfg.Approver.Approve(actx, ApprovalRequest{Spec: spec, Call: c, Decision: d})
+		a, err := approver.Approve(actx, ApprovalRequest{Spec: spec, Call: c, Decision: d})
 		ch <- answer{a, err}
 	}()
 	var ans answer

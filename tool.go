@@ -17,6 +17,10 @@ const (
 	ViaModel Via = "model"
 	// ViaRunCode: a program called it as a binding, from run_code.
 	ViaRunCode Via = "run_code"
+	// ViaClient: a program called a client's tool (Spec.Client) as a
+	// binding. Call sets it from the tool: a binding call is Via client
+	// exactly when its tool is a client's, whatever the caller said.
+	ViaClient Via = "client"
 )
 
 // Call is one call of a tool.
@@ -60,6 +64,10 @@ type Spec struct {
 	MaxArgsBytes int `json:"max_args_bytes,omitempty"`
 	// Destructive tools ask for approval under the default Policy.
 	Destructive bool `json:"destructive"`
+	// Client marks a tool a client declared for one request
+	// (Runtime.WithTools sets it; Register refuses it), so that a Policy
+	// can tell it from an operator's tool.
+	Client bool `json:"client,omitempty"`
 	// Handler runs the tool.
 	Handler Handler `json:"-"`
 }

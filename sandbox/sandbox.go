@@ -46,7 +46,46 @@ type Request struct {
 	// takes the place of the host's. The bootstrap sets the environment
 	// before the program's first line, on cold and warm runs alike.
 	Env map[string]string
+	// Output, when set, receives the run's stdout and stderr as the program
+	// writes them, decoded as the Result decodes them: for each stream, the
+	// data of its calls concatenate to exactly the Result's Stdout or
+	// Stderr (nothing past the output cap; a UTF-8 sequence split between
+	// reads waits for its next bytes). See Output for the calls' promises.
+	Output Output
 }
+
+// Stream names one of a run's output streams.
+type Stream uint8
+
+// The streams an Output is called for.
+const (
+	Stdout Stream = iota + 1
+	Stderr
+)
+
+// String returns "stdout" or "stderr".
+func (s Stream) String() string {
+	switch s {
+	case Stdout:
+		return "stdout"
+	case Stderr:
+		return "stderr"
+	}
+	return fmt.Sprintf("Stream(%d)", uint8(s))
+}
+
+// Output receives a run's output as it comes (Request.Output). It is
+// called from the host's drain of that stream: in order and one call at a
+// time for one stream, but the two streams' calls may run at once, on two
+// goroutines. data is never empty and never splits a UTF-8 sequence. Every
+// call has returned before Run returns; none comes after.
+//
+// It must not block: the drain waits for it, the program's pipe fills
+// while it waits, and Run cannot return before it does. Hand data (an
+// immutable string, the callee's to keep) on and return. A call that
+// panics ends the delivery of the run's output (the panic is recovered;
+// the Result holds the whole output all the same).
+type Output func(stream Stream, data string)
 
 // Binding declares one host function as the program sees it.
 type Binding struct {

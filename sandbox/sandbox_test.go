@@ -152,3 +152,12 @@ func TestResultJSONSuspended(t *testing.T) {
 		t.Fatalf("%s -> %+v, %v", b, back, err)
 	}
 }
+
+// TestStreamString: the streams name themselves as the API's events do.
+func TestStreamString(t *testing.T) {
+	for s, want := range map[Stream]string{Stdout: "stdout", Stderr: "stderr", 0: "Stream(0)"} {
+		if got := s.String(); got != want {
+			t.Errorf("Stream(%d).String() = %q, want %q", uint8(s), got, want)
+		}
+	}
+}

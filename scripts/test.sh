@@ -44,6 +44,9 @@ phase fuzz
 # workers minimize, so an uncapped one stalls the run.
 "$GO" test -count=1 -run '^$' -fuzz '^FuzzServe$' -fuzztime "$HOST_FUZZTIME" -fuzzminimizetime 2s ./sandbox/internal/host
 phase "fuzz host core"
+# The streamed output's decoding (Request.Output) against the Result's text.
+"$GO" test -count=1 -run '^$' -fuzz '^FuzzCaptureEmit$' -fuzztime "$HOST_FUZZTIME" -fuzzminimizetime 2s ./sandbox/internal/host
+phase "fuzz output decoding"
 # The Go client's handling of whatever a server answers (client FuzzStream).
 "$GO" test -count=1 -run '^$' -fuzz '^FuzzStream$' -fuzztime "$HOST_FUZZTIME" -fuzzminimizetime 2s ./client
 phase "fuzz client"

@@ -22,7 +22,7 @@ func TestSetupRoundTrips(t *testing.T) {
 		if testutil.InCI() {
 			t.Fatalf("CI's machine has no /usr/bin/python3: %v", err)
 		}
-		t.Skipf("no /usr/bin/python3 here (scripts/deps.sh installs it): %v", err)
+		testutil.Unavailable(t, "no /usr/bin/python3 here (scripts/deps.sh installs it): %v", err)
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {

@@ -8,6 +8,7 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -112,4 +113,32 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
 	}
+}
+
+// HostLaneOnly reports, and logs, that t is the host lane's and not the
+// VM lane's (test/vm sets PSYCH_TEST_LANE=vm): a test the emulated kernel
+// cannot finish within the lane's bounds, or that needs what its rootfs
+// does not have. The caller returns when it is true. It logs one
+// "PSYCH-HOST-LANE-ONLY: <test>" line, which the VM lane compares with its
+// own list (test/vm/run.sh, VM_HOST_ONLY) and fails on any difference: a
+// test leaves that lane only by being named there, never by skipping.
+func HostLaneOnly(t testing.TB, why string) bool {
+	t.Helper()
+	if os.Getenv("PSYCH_TEST_LANE") != "vm" {
+		return false
+	}
+	t.Logf("the VM lane does not run this test (%s); the host lane does", why)
+	fmt.Printf("PSYCH-HOST-LANE-ONLY: %s\n", t.Name())
+	return true
+}
+
+// Unavailable ends the test for want of something CI's machine always has
+// (a pseudo-terminal, dpkg, a trust store, the image archive): it fails in
+// CI and skips elsewhere, saying what is missing.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("CI's machine has this, so it may not be missing: "+format, args...)
+	}
+	t.Skipf(format, args...)
 }

@@ -29,7 +29,7 @@ func privateContainerd(t *testing.T) *testutil.Containerd {
 		if testutil.InCI() {
 			t.Fatal("no image archive under /var/cache/psych/image: make image builds it")
 		}
-		t.Skip("no image archive under /var/cache/psych/image (make image builds it)")
+		testutil.Unavailable(t, "no image archive under /var/cache/psych/image (make image builds it)")
 	}
 	d := testutil.StartContainerd(t, "psych-test-containerd-")
 	d.Import(t, DefaultNamespace, archives[0])

@@ -35,7 +35,7 @@ func baseArchive(t *testing.T) string {
 		if testutil.InCI() {
 			t.Fatalf("no image archive under %s: make image", cache)
 		}
-		t.Skipf("no image archive under %s (make image makes it)", cache)
+		testutil.Unavailable(t, "no image archive under %s (make image makes it)", cache)
 	}
 	return found[0]
 }

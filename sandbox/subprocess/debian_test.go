@@ -70,7 +70,7 @@ for m in MODULES:
 func debianModules(t *testing.T, python string) []string {
 	t.Helper()
 	if _, err := exec.LookPath("dpkg"); err != nil {
-		t.Skip("no dpkg: this host has no Debian packages")
+		testutil.Unavailable(t, "no dpkg: this host has no Debian packages")
 	}
 	out, err := exec.Command(python, "-I", "-c", "import json, sys; print(json.dumps(sys.path))").Output()
 	if err != nil {
@@ -98,7 +98,7 @@ func debianModules(t *testing.T, python string) []string {
 		}
 	}
 	if len(pkgs) == 0 {
-		t.Skipf("no Debian package owns %s's module directories %v: not Debian's interpreter", python, dirs)
+		testutil.Unavailable(t, "no Debian package owns %s's module directories %v: not Debian's interpreter", python, dirs)
 	}
 	args := []string{"-L"}
 	for p := range pkgs {
@@ -154,11 +154,7 @@ func identifier(s string) bool {
 // every library what it needs of the host: the alternatives of BLAS and
 // LAPACK, the settings under /etc that Debian's Python packages ship.
 func TestDebianModulesImportInRun(t *testing.T) {
-	if testutil.TimeScale() > 1 {
-		// The qemu lane (TCG) proves the cgroup-v2 path; a few hundred
-		// imports under the default limits' 30 s batches are the host
-		// lane's, where CI runs this test as root.
-		t.Logf("an emulated host (PSYCH_TIME_SCALE=%g) is too slow for a few hundred imports under the default limits: not run here", testutil.TimeScale())
+	if testutil.HostLaneOnly(t, "a few hundred imports under the default limits are too slow under emulation") {
 		return
 	}
 	python := testPython()

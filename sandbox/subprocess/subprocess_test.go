@@ -57,7 +57,7 @@ func TestContract(t *testing.T) {
 // the view: the program under its outside ids, no user namespace.
 func TestContractRootFallback(t *testing.T) {
 	requireRoot(t)
-	if emulated(t) {
+	if testutil.HostLaneOnly(t, "the fallback's whole contract suite would pass the lane's per-binary timeout under emulation") {
 		return
 	}
 	testNoUserns = true
@@ -84,7 +84,7 @@ func TestContractRootFallback(t *testing.T) {
 // others must hold as they do isolated.
 func TestContractLandlockFallback(t *testing.T) {
 	requireRoot(t)
-	if emulated(t) {
+	if testutil.HostLaneOnly(t, "the fallback's whole contract suite would pass the lane's per-binary timeout under emulation") {
 		return
 	}
 	testNoUserns, testNoRootNS = true, true
@@ -134,18 +134,4 @@ func TestContractPooled(t *testing.T) {
 		},
 		SandboxEnv: []string{"MALLOC_ARENA_MAX", "LC_ALL"},
 	})
-}
-
-// emulated says, and logs, that this is an emulated host (PSYCH_TIME_SCALE
-// > 1), where a fallback's whole contract suite is not run: the qemu lane
-// proves the cgroup-v2 path within its per-binary timeout and allows no
-// skip, and the host lane, where CI runs as root, runs the fallbacks'
-// suites.
-func emulated(t *testing.T) bool {
-	t.Helper()
-	if testutil.TimeScale() > 1 {
-		t.Logf("an emulated host (PSYCH_TIME_SCALE=%g): this is the host lane's test, not run here", testutil.TimeScale())
-		return true
-	}
-	return false
 }

@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -43,10 +44,7 @@ func (s *suite) dataLibraries(t *testing.T) {
 		if testutil.InCI() {
 			t.Fatalf("CI's interpreter lacks %v (scripts/deps.sh and image.sh install them)", m)
 		}
-		if testutil.TimeScale() > 1 {
-			// The qemu lane's rootfs has no data libraries and allows no
-			// skip; the host lane (CI's interpreter has them) runs this.
-			t.Logf("an emulated host's interpreter has no %v: not run here", m)
+		if testutil.HostLaneOnly(t, fmt.Sprintf("the VM's rootfs has no %v", m)) {
 			return
 		}
 		t.Skipf("the interpreter has no %v", m)

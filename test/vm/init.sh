@@ -41,6 +41,9 @@ hostname psych-vm
 
 . /psych-vm/env # PSYCH_TIME_SCALE, VM_TEST_TIMEOUT, VM_CGROUP (checked by the host)
 export PSYCH_TIME_SCALE
+# The tests that are the host lane's say so (testutil.HostLaneOnly); the
+# host checks each against VM_HOST_ONLY.
+export PSYCH_TEST_LANE=vm
 
 echo "+memory +pids +cpu" >/sys/fs/cgroup/cgroup.subtree_control ||
 	{ say "cannot enable controllers in the root cgroup"; finish 1 0 0; }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych"
+	"github.com/psych-runtime/psych/internal/testutil"
 )
 
 // openPTY opens a pseudo-terminal pair: the master (what a terminal
@@ -23,7 +24,7 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	t.Helper()
 	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
-		t.Skipf("no pseudo-terminals on this host: %v", err)
+		testutil.Unavailable(t, "no pseudo-terminals on this host: %v", err)
 	}
 	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
 		t.Fatal(err)

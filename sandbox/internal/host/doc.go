@@ -10,7 +10,10 @@
 //     program's binding calls one at a time, takes its one result frame and
 //     then its exit frame, and ends the run on any malformed, oversized,
 //     unexpected or duplicate frame. Every byte from the program is hostile.
-//   - Capture drains stdout and stderr under a cap, reading on past it.
+//   - Capture drains stdout and stderr under a cap, reading on past it, and
+//     hands what it keeps on as it comes (Request.Output), decoded exactly
+//     as the Result's text: a call that panics stops the delivery, never
+//     the drain.
 //   - Execution runs the supervision loop: the wall clock (pausable, for a
 //     run frozen while a person approves a call), the whole-run CPU and OOM
 //     watch on the run's cgroup, the context, protocol violations; and then

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/psych-runtime/psych/cgroups"
@@ -110,6 +111,11 @@ type Execution struct {
 func Begin(ctx context.Context, s Setup) *Execution {
 	e := &Execution{s: s, served: make(chan struct{}), approvalOut: make(chan struct{})}
 	e.stdout.Max, e.stderr.Max = s.MaxOutput, s.MaxOutput
+	if out := s.Request.Output; out != nil {
+		var broken atomic.Bool // a call panicked: no more calls
+		e.stdout.Emit = deliver(out, sandbox.Stdout, &broken)
+		e.stderr.Emit = deliver(out, sandbox.Stderr, &broken)
+	}
 	for _, d := range []struct {
 		r io.Reader
 		c *Capture
@@ -145,6 +151,24 @@ func Begin(ctx context.Context, s Setup) *Execution {
 		}
 	}
 	return e
+}
+
+// deliver makes a Capture's Emit that calls out for stream, on the drain's
+// goroutine and under no lock of the host's. A call that panics is
+// recovered and ends the delivery of the run's output (sandbox.Output):
+// the drain, and the Result, go on.
+func deliver(out sandbox.Output, stream sandbox.Stream, broken *atomic.Bool) func(string) {
+	return func(text string) {
+		if broken.Load() {
+			return
+		}
+		defer func() {
+			if recover() != nil {
+				broken.Store(true)
+			}
+		}()
+		out(stream, text)
+	}
 }
 
 // Clock is the run's wall clock; pause it while the run is frozen.

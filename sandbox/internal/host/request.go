@@ -26,6 +26,8 @@ type Request struct {
 	Decls []sandbox.Binding
 	// Env are the request's variables, each on the allowlist.
 	Env map[string]string
+	// Output receives the output as it comes; nil when not asked for.
+	Output sandbox.Output
 	// Start is the start frame's body: with no environment until SetStart.
 	Start []byte
 
@@ -35,7 +37,7 @@ type Request struct {
 // Prepare validates req against a backend's merged defaults, frame cap and
 // environment allowlist. Every error wraps sandbox.ErrInvalidRequest.
 func Prepare(req sandbox.Request, defaults sandbox.Limits, maxFrame int, allowlist []string) (*Request, error) {
-	r := &Request{ID: req.ID, Code: req.Code, Network: req.Network, Bindings: req.Bindings, Limits: req.Limits.Merge(defaults), maxFrame: maxFrame}
+	r := &Request{ID: req.ID, Code: req.Code, Network: req.Network, Bindings: req.Bindings, Output: req.Output, Limits: req.Limits.Merge(defaults), maxFrame: maxFrame}
 	if err := r.Limits.Validate(); err != nil {
 		return nil, err
 	}
