@@ -530,10 +530,10 @@ func TestKeepalive(t *testing.T) {
 			send(`{"event":"keepalive"}`)
 			time.Sleep(100 * time.Millisecond)
 		}
-		send(`{"event":"result","result":{"id":"k"}}`)
+		send(`{"event":"result","result":{"id":"k","value":null}}`)
 	}), Options{IdleTimeout: 400 * time.Millisecond})
 	res, err := c.Sandbox().Run(context.Background(), sandbox.Request{Code: "1"})
-	if err != nil || res.ID != "k" {
-		t.Fatalf("Run = %+v, %v", res, err)
+	if err != nil || res.ID != "k" || res.Value != nil {
+		t.Fatalf("Run = %+v, %v; want no Value for null", res, err)
 	}
 }

@@ -21,7 +21,8 @@ import (
 // checks its own arguments), with its Doc as its description; none is
 // destructive, so the server asks the client for no approval (a Binding
 // that wants a person's word suspends its run with sandbox.Suspend, which
-// freezes the run on the server). Each call is answered by Bindings.Call
+// freezes the run on the server). The Request's Output gets the stream's
+// stdout and stderr events as they come. Each call is answered by Bindings.Call
 // with a context that carries sandbox.RunContext: the run's id, and
 // Suspend (POST .../suspend, its resume POST .../resume).
 type Sandbox struct {
@@ -107,6 +108,17 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 		}
 	}
 	h := Handler{
+		Output: func(stream, data string) {
+			if req.Output == nil {
+				return
+			}
+			switch stream {
+			case api.EventStdout:
+				req.Output(sandbox.Stdout, data)
+			case api.EventStderr:
+				req.Output(sandbox.Stderr, data)
+			}
+		},
 		Call: func(ctx context.Context, ce CallEvent) (json.RawMessage, error) {
 			if req.Bindings == nil {
 				return nil, fmt.Errorf("no binding %q", ce.Tool)

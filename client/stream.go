@@ -64,6 +64,11 @@ func (c *Client) Stream(ctx context.Context, req api.RunRequest, h Handler) (*sa
 	if ev.Event != api.EventResult {
 		return nil, fmt.Errorf("run: %w: the stream ended with %.32q, not a result", ErrProtocol, ev.Event)
 	}
+	if string(ev.Result.Value) == "null" {
+		// A program that returned nothing has no Value, as on the
+		// library: JSON's null decodes as the bytes "null".
+		ev.Result.Value = nil
+	}
 	return ev.Result, nil
 }
 
