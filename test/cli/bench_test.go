@@ -135,6 +135,10 @@ func TestBenchLayers(t *testing.T) {
 				}
 			}
 		case r.Name == "ctr-run":
+		case r.Name == "serve", r.Name == "serve-saturation":
+			if r.Attestation == nil || r.Attestation.Mode != "namespaces" || r.Name == "serve" && !r.Attestation.Warm {
+				t.Errorf("row %s: want a full attestation (warm, for serve): %+v", r.Name, r.Attestation)
+			}
 		default:
 			t.Errorf("unexpected row %s", r.Name)
 		}
@@ -183,7 +187,7 @@ func TestBenchPool(t *testing.T) {
 		sat := strings.HasSuffix(r.Name, "-saturation")
 		switch {
 		case r.Name == "python":
-		case strings.HasPrefix(r.Name, "pool-") && !sat:
+		case (strings.HasPrefix(r.Name, "pool-") || r.Name == "serve") && !sat:
 			if r.Attestation == nil || !r.Attestation.Warm {
 				t.Errorf("row %s: its run was not warm: %+v", r.Name, r.Attestation)
 			}
@@ -203,5 +207,9 @@ func TestBenchPool(t *testing.T) {
 	}
 	if !slices.Equal(names[:min(len(names), len(want))], want) {
 		t.Fatalf("rows %v, want %v first (notes %v)", names, want, rep.Notes)
+	}
+	// The rows through psych serve come last.
+	if got := names[max(len(names)-2, 0):]; !slices.Equal(got, []string{"serve-saturation", "serve"}) {
+		t.Fatalf("rows %v, want serve-saturation and serve last (notes %v)", names, rep.Notes)
 	}
 }
