@@ -34,6 +34,8 @@ type admission struct {
 
 type waiter struct {
 	bytes   int64
+	start   time.Time
+	el      *list.Element // in waiting, until granted
 	granted chan struct{} // closed when the slot is handed over
 	done    bool          // granted (under mu)
 }
@@ -42,38 +44,39 @@ func newAdmission(max, queue int, timeout time.Duration, maxBytes int64, met *me
 	return &admission{max: max, queue: queue, timeout: timeout, maxBytes: maxBytes, met: met, drained: make(chan struct{})}
 }
 
-// acquire takes a slot for a request whose body is bodyBytes long, at once
-// or after waiting in the queue. It refuses at once (429) when the queue
-// is full or its bytes would pass their cap, after timeout (429), when the
-// server starts draining (503), and when ctx ends (the client went away:
-// the request leaves the queue). release gives the slot back; dur is the
-// run's duration, counted in Retry-After's estimate (zero: not counted).
-func (a *admission) acquire(ctx context.Context, bodyBytes int64) (release func(dur time.Duration), wait time.Duration, e *api.Error) {
+// enter decides at once, from a request's header, whether it may wait for
+// a slot: it takes a free slot, or a place at the end of the queue for a
+// body of bodyBytes, or is refused (429 when the queue or its bytes are
+// full, 503 while draining). The caller reads the body, then calls wait.
+func (a *admission) enter(bodyBytes int64) (*waiter, *api.Error) {
 	a.mu.Lock()
-	if a.draining {
-		a.mu.Unlock()
-		return nil, 0, &api.Error{Code: api.CodeDraining, Message: "the server is draining", RetryAfter: 1}
-	}
-	if a.inFlight < a.max && a.waiting.Len() == 0 {
+	defer a.mu.Unlock()
+	w := &waiter{bytes: bodyBytes, granted: make(chan struct{}), start: time.Now()}
+	switch {
+	case a.draining:
+		return nil, &api.Error{Code: api.CodeDraining, Message: "the server is draining", RetryAfter: 1}
+	case a.inFlight < a.max && a.waiting.Len() == 0:
 		a.inFlight++
 		a.met.inFlight.Set(float64(a.inFlight))
-		a.mu.Unlock()
-		a.met.queueWait.Observe(0)
-		return a.releaser(), 0, nil
+		w.done = true
+		close(w.granted)
+		return w, nil
+	case a.waiting.Len() >= a.queue || a.bytes+bodyBytes > a.maxBytes:
+		return nil, a.busyLocked(fmt.Sprintf("%d runs in flight and %d waiting: the queue is full", a.inFlight, a.waiting.Len()))
 	}
-	if a.waiting.Len() >= a.queue || a.bytes+bodyBytes > a.maxBytes {
-		e := a.busyLocked(fmt.Sprintf("%d runs in flight and %d waiting: the queue is full", a.inFlight, a.waiting.Len()))
-		a.mu.Unlock()
-		return nil, 0, e
-	}
-	w := &waiter{bytes: bodyBytes, granted: make(chan struct{})}
-	el := a.waiting.PushBack(w)
+	w.el = a.waiting.PushBack(w)
 	a.bytes += bodyBytes
 	a.met.queueDepth.Set(float64(a.waiting.Len()))
-	a.mu.Unlock()
+	return w, nil
+}
 
-	start := time.Now()
-	t := time.NewTimer(a.timeout)
+// wait waits for w's slot: refused after the queue timeout (429), when
+// the server starts draining (503), and when ctx ends (the client went
+// away: cancelled); a refused w has left the queue. release gives the
+// slot back; dur is the run's duration, counted in Retry-After's estimate
+// (zero: not counted).
+func (a *admission) wait(ctx context.Context, w *waiter) (release func(dur time.Duration), wait time.Duration, e *api.Error) {
+	t := time.NewTimer(a.timeout - time.Since(w.start))
 	defer t.Stop()
 	var why *api.Error
 	select {
@@ -87,17 +90,34 @@ func (a *admission) acquire(ctx context.Context, bodyBytes int64) (release func(
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if w.done { // granted meanwhile: the slot is ours
-		a.met.queueWait.Observe(time.Since(start).Seconds())
-		return a.releaser(), time.Since(start), nil
+	if w.done { // granted, maybe meanwhile: the slot is ours
+		wait = time.Since(w.start)
+		a.met.queueWait.Observe(wait.Seconds())
+		return a.releaser(), wait, nil
 	}
-	a.waiting.Remove(el)
-	a.bytes -= w.bytes
-	a.met.queueDepth.Set(float64(a.waiting.Len()))
+	a.leaveLocked(w)
 	if why.Code == api.CodeCapacityExhausted {
 		why.RetryAfter = a.retryAfterLocked()
 	}
 	return nil, 0, why
+}
+
+// leave gives up w, queued or granted (its body could not be read).
+func (a *admission) leave(w *waiter) {
+	a.mu.Lock()
+	if !w.done {
+		a.leaveLocked(w)
+		a.mu.Unlock()
+		return
+	}
+	a.mu.Unlock()
+	a.releaser()(0)
+}
+
+func (a *admission) leaveLocked(w *waiter) {
+	a.waiting.Remove(w.el)
+	a.bytes -= w.bytes
+	a.met.queueDepth.Set(float64(a.waiting.Len()))
 }
 
 // releaser gives the slot back once: to the oldest waiter, else free.

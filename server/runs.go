@@ -63,19 +63,19 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (body []byte, rel
 	if n < 0 { // chunked: it counts as the largest body it may be
 		n = s.cfg.MaxRequestBytes
 	}
-	rel, wait, e := s.adm.acquire(r.Context(), n)
+	tk, e := s.adm.enter(n)
 	if e != nil {
-		if e.Code == api.CodeCancelled { // the client went away: nobody to answer
-			return nil, nil, 0, false
-		}
 		s.refuse(w, r, e)
 		return nil, nil, 0, false
 	}
-	unhold := s.hold()
-	release = func(d time.Duration) { rel(d); unhold() }
+	// The body is read while the request waits (a slow one holds no slot
+	// past the header timeout); then the client's going away is seen.
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(s.cfg.HeaderTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
+	rc.SetReadDeadline(time.Time{})
 	if err != nil {
-		release(0)
+		s.adm.leave(tk)
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			s.refuse(w, r, tooLarge(s.cfg.MaxRequestBytes))
@@ -84,7 +84,15 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (body []byte, rel
 		}
 		return nil, nil, 0, false
 	}
-	return body, release, wait, true
+	rel, wait, e := s.adm.wait(r.Context(), tk)
+	if e != nil {
+		if e.Code != api.CodeCancelled { // else the client went away: nobody to answer
+			s.refuse(w, r, e)
+		}
+		return nil, nil, 0, false
+	}
+	unhold := s.hold()
+	return body, func(d time.Duration) { rel(d); unhold() }, wait, true
 }
 
 func tooLarge(max int64) *api.Error {

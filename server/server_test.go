@@ -75,6 +75,7 @@ func newTestServer(t *testing.T, o serverOpts) *testServer {
 		sb.Close()
 		t.Fatal(err)
 	}
+	s.api = recordStatuses(s.api)
 	ts := &testServer{Server: s, store: store, reg: reg, sb: sb, logs: logs}
 	ts.sock = filepath.Join(t.TempDir(), "psych.sock")
 	l, err := Listen("unix://"+ts.sock, ListenOptions{Group: "no-such-group-psych-test"})
