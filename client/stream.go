@@ -92,7 +92,7 @@ func (c *Client) Call(ctx context.Context, req api.CallRequest, h Handler) (*api
 // (POST /v1/runs/{id}/calls/{call_id}/suspend): the run's wall clock stops
 // until Resume. A refusal wraps sandbox.ErrCannotSuspend.
 func (c *Client) Suspend(ctx context.Context, runID, callID string) error {
-	if err := c.small(ctx, http.MethodPost, callPath(runID, callID)+"/suspend", struct{}{}, nil); err != nil {
+	if err := c.small(ctx, http.MethodPost, callPath(runID, callID)+"/suspend", nil, nil); err != nil {
 		return fmt.Errorf("suspend run %.80q: %w: %w", runID, sandbox.ErrCannotSuspend, err)
 	}
 	return nil
@@ -100,7 +100,7 @@ func (c *Client) Suspend(ctx context.Context, runID, callID string) error {
 
 // Resume ends a Suspend (POST /v1/runs/{id}/calls/{call_id}/resume).
 func (c *Client) Resume(ctx context.Context, runID, callID string) error {
-	if err := c.small(ctx, http.MethodPost, callPath(runID, callID)+"/resume", struct{}{}, nil); err != nil {
+	if err := c.small(ctx, http.MethodPost, callPath(runID, callID)+"/resume", nil, nil); err != nil {
 		return fmt.Errorf("resume run %.80q: %w", runID, err)
 	}
 	return nil
