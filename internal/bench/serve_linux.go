@@ -10,13 +10,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/psych-runtime/psych/client"
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/demotools"
 )
 
 // servePool is the serve rows' server's warm pool.
@@ -117,8 +121,106 @@ func serveRows(cfg Config, program string, cold func(context.Context) (*sandbox.
 	// Each execution's refill is waited for after it too, so that no row
 	// after it is measured beside the server's refill.
 	settle := func() { refilled(context.Background()) }
+	measure := func(ctx context.Context, rep *Report) error {
+		if err := refilled(ctx); err != nil {
+			return err
+		}
+		var err error
+		if rep.ServeTool, err = serveTool(ctx, sb, cfg.Python); err != nil {
+			return err
+		}
+		rep.ServeRSS, err = serveRSS(ctx, sb, srv.Process.Pid, cfg.Saturation)
+		return err
+	}
 	return []*row{
-		{name: "serve-saturation", run: api, prep: refilled, settle: settle, saturate: true, cold: cold},
+		{name: "serve-saturation", run: api, prep: refilled, settle: settle, saturate: true, cold: cold, report: measure},
 		{name: "serve", run: host, prep: refilled, settle: settle, close: func() { c.Close(); stop() }},
 	}, nil
+}
+
+// serveRounds is how many times each side of the client tool's round trip
+// runs (fewer than the library's floorRounds: each round through the
+// server is a few seconds on a loaded machine).
+const serveRounds = 3
+
+// serveTool measures echo(i=1) as a tool the client declares, answered by
+// the client through the server (program, server, client, server,
+// program), and the raw echo floor, alternately, keeping each side's best
+// median (see bindingFloor).
+func serveTool(ctx context.Context, sb sandbox.Sandbox, python string) (*Binding, error) {
+	var call, floor []float64
+	for range serveRounds {
+		res, err := sb.Run(ctx, sandbox.Request{Code: medianLoop("", "echo(i=1)"), Bindings: demotools.Bindings{}})
+		if err != nil {
+			return nil, err
+		}
+		if res.Failure != nil {
+			return nil, fmt.Errorf("client tool loop: %s", res.Failure.Message)
+		}
+		v, err := strconv.ParseFloat(string(res.Value), 64)
+		if err != nil {
+			return nil, err
+		}
+		call = append(call, v*1e6)
+		f, err := echoFloor(python)
+		if err != nil {
+			return nil, err
+		}
+		floor = append(floor, f*1e6)
+	}
+	c, f := slices.Min(call), slices.Min(floor)
+	return &Binding{CallUS: c, FloorUS: f, Ratio: c / f, CallRoundsUS: call, FloorRoundsUS: floor}, nil
+}
+
+// serveQueued is how many runs wait in the server's queue while its RSS is
+// read (its default queue's size).
+const serveQueued = 64
+
+// serveRSS reads the server's VmRSS idle, then its peak over a second with
+// inFlight runs asleep and serveQueued more waiting, which are then
+// cancelled.
+func serveRSS(ctx context.Context, sb sandbox.Sandbox, pid, inFlight int) (*ServeRSS, error) {
+	idle := pidRSSKiB(pid)
+	if idle == 0 {
+		return nil, fmt.Errorf("no VmRSS for psych serve (pid %d)", pid)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var ended atomic.Int32 // before the cancel: refused, or failed
+	for range inFlight + serveQueued {
+		wg.Go(func() {
+			sb.Run(ctx, sandbox.Request{Code: "import time\ntime.sleep(30)"})
+			if ctx.Err() == nil {
+				ended.Add(1)
+			}
+		})
+	}
+	time.Sleep(500 * time.Millisecond)
+	peak := 0.0
+	for range 10 {
+		peak = max(peak, pidRSSKiB(pid))
+		time.Sleep(100 * time.Millisecond)
+	}
+	n := int(ended.Load())
+	cancel()
+	wg.Wait()
+	if n > 0 {
+		return nil, fmt.Errorf("%d of the %d runs for the RSS ended before it was read (refused?)", n, inFlight+serveQueued)
+	}
+	return &ServeRSS{IdleKiB: idle, LoadedKiB: peak, InFlight: inFlight, Queued: serveQueued}, nil
+}
+
+// pidRSSKiB is a process's VmRSS in KiB, or 0.
+func pidRSSKiB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			return n
+		}
+	}
+	return 0
 }

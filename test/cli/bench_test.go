@@ -173,10 +173,22 @@ func TestBenchPool(t *testing.T) {
 			ExecsPerS   float64  `json:"execs_per_s"`
 			Attestation *sandbox.Isolation
 		}
-		Notes []string
+		Notes     []string
+		ServeTool *struct {
+			CallUS  float64 `json:"call_us"`
+			FloorUS float64 `json:"floor_us"`
+		} `json:"serve_tool"`
+		ServeRSS *struct {
+			IdleKiB   float64 `json:"idle_kib"`
+			LoadedKiB float64 `json:"loaded_kib"`
+			Queued    int
+		} `json:"serve_rss"`
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("bench --json: %v\n%s", err, out)
+	}
+	if rep.ServeTool == nil || rep.ServeTool.CallUS <= 0 || rep.ServeTool.FloorUS <= 0 || rep.ServeRSS == nil || rep.ServeRSS.IdleKiB <= 0 || rep.ServeRSS.LoadedKiB <= 0 || rep.ServeRSS.Queued != 64 {
+		t.Errorf("no client tool round trip or server RSS: %+v %+v", rep.ServeTool, rep.ServeRSS)
 	}
 	var names []string
 	for _, r := range rep.Rows {
