@@ -537,3 +537,37 @@ func TestKeepalive(t *testing.T) {
 		t.Fatalf("Run = %+v, %v; want no Value for null", res, err)
 	}
 }
+
+// TestCallFlood: a server that sends more calls than a program can have
+// unanswered at once is not speaking the API: the run is cancelled and the
+// stream is an ErrProtocol, with no goroutine per call left behind.
+func TestCallFlood(t *testing.T) {
+	f := &fake{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/runs", func(w http.ResponseWriter, r *http.Request) {
+		send := events(w)
+		send(`{"event":"started","id":"f"}`)
+		for i := range 10000 {
+			send(fmt.Sprintf(`{"event":"call","call_id":"%d","tool":"t"}`, i))
+		}
+		<-r.Context().Done()
+	})
+	mux.HandleFunc("DELETE /v1/runs/f", func(w http.ResponseWriter, r *http.Request) { f.record(r) })
+	c := serve(t, mux, Options{})
+	calls := 0
+	var mu sync.Mutex
+	h := Handler{Call: func(ctx context.Context, ce CallEvent) (json.RawMessage, error) {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	_, err := c.Stream(context.Background(), api.RunRequest{Code: "t()"}, h)
+	if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "unanswered") {
+		t.Fatalf("Stream = %v, want ErrProtocol", err)
+	}
+	if calls > maxPending || !f.saw("DELETE /v1/runs/f") {
+		t.Errorf("%d calls handled; DELETE seen %v", calls, f.saw("DELETE /v1/runs/f"))
+	}
+}

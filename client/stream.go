@@ -148,6 +148,9 @@ func (c *Client) stream(ctx context.Context, path string, body any, id string, h
 	defer stop()
 	er := api.NewEventReader(resp.Body, c.max)
 	for {
+		if err := s.failed(); err != nil {
+			return nil, err // what the reader has buffered goes unread
+		}
 		timer.Reset(c.idle)
 		ev, err := er.Next()
 		if err != nil {
@@ -207,11 +210,17 @@ type session struct {
 	ctx  context.Context
 	stop context.CancelFunc // ends the stream
 
-	mu    sync.Mutex
-	runID string
-	err   error // the first answer that could not be delivered
-	wg    sync.WaitGroup
+	mu      sync.Mutex
+	runID   string
+	err     error // the first answer that could not be delivered
+	pending int   // answers in flight
+	wg      sync.WaitGroup
 }
+
+// maxPending bounds the calls and approvals a stream may have unanswered at
+// once: a program's calls come one at a time (the bootstrap serialises
+// them), so a server that sends more is not speaking the API.
+const maxPending = 16
 
 func (s *session) setRunID(id string) { s.mu.Lock(); s.runID = id; s.mu.Unlock() }
 
@@ -225,9 +234,20 @@ func (s *session) wait() { s.wg.Wait() }
 func (s *session) answer(ev *api.Event) {
 	runID := s.id()
 	ce := CallEvent{RunID: runID, CallID: ev.CallID, Tool: ev.Tool, Args: ev.Args}
+	s.mu.Lock()
+	flood := s.pending >= maxPending
+	if !flood {
+		s.pending++
+	}
+	s.mu.Unlock()
+	if flood {
+		s.fail(fmt.Errorf("%w: more than %d calls unanswered at once", ErrProtocol, maxPending))
+		return
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer func() { s.mu.Lock(); s.pending--; s.mu.Unlock() }()
 		if runID == "" {
 			s.fail(fmt.Errorf("%w: a %s event before the run's id", ErrProtocol, ev.Event))
 			return
