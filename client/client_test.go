@@ -571,3 +571,60 @@ func TestCallFlood(t *testing.T) {
 		t.Errorf("%d calls handled; DELETE seen %v", calls, f.saw("DELETE /v1/runs/f"))
 	}
 }
+
+// TestLedgerRoutes: Runs and Run read the peer's runs, an id is escaped
+// into the path, and another peer's run is a 404 *api.Error.
+func TestLedgerRoutes(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/runs", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"runs":[{"id":"a","status":"finished","started":"2026-12-07T00:00:00Z","limits":{},"network":false,"bindings":[]}]}`)
+	})
+	mux.HandleFunc("GET /v1/runs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.EscapedPath() != "/v1/runs/a%2Fb" {
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"error":{"code":"not_found","message":"no run `+r.URL.EscapedPath()+`"}}`)
+			return
+		}
+		io.WriteString(w, `{"id":"a/b","status":"cancelled","started":"2026-12-07T00:00:00Z","code":"1","limits":{},"network":false,"bindings":[]}`)
+	})
+	c := serve(t, mux, Options{})
+	runs, err := c.Runs(context.Background())
+	if err != nil || len(runs) != 1 || runs[0].ID != "a" || runs[0].Status != api.StatusFinished {
+		t.Errorf("Runs = %+v, %v", runs, err)
+	}
+	run, err := c.Run(context.Background(), "a/b")
+	if err != nil || run.Status != api.StatusCancelled || run.Code != "1" {
+		t.Errorf("Run = %+v, %v", run, err)
+	}
+	var ae *api.Error
+	if _, err := c.Run(context.Background(), "other"); !errors.As(err, &ae) || ae.Status != 404 {
+		t.Errorf("another peer's run: %v", err)
+	}
+}
+
+// TestTLS: a tls:// address speaks TLS with the given configuration and
+// sends the token; a server whose certificate is not trusted is
+// unreachable, and no token goes to it.
+func TestTLS(t *testing.T) {
+	var auth string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = r.Header.Get("Authorization")
+		json.NewEncoder(w).Encode(api.Info{APIVersion: api.Version, Backend: "subprocess"})
+	}))
+	defer srv.Close()
+	addr := "tls://" + srv.Listener.Addr().String()
+	c, err := New(addr, Options{Token: "t0ken-t0ken-t0ken", TLS: srv.Client().Transport.(*http.Transport).TLSClientConfig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if info, err := c.Info(context.Background()); err != nil || info.Backend != "subprocess" || auth != "Bearer t0ken-t0ken-t0ken" {
+		t.Fatalf("Info over TLS = %+v, %v; Authorization %q", info, err, auth)
+	}
+	auth = ""
+	untrusted, _ := New(addr, Options{Token: "t0ken-t0ken-t0ken"})
+	defer untrusted.Close()
+	if _, err := untrusted.Info(context.Background()); !errors.Is(err, ErrUnreachable) || auth != "" {
+		t.Errorf("an untrusted certificate: %v; Authorization %q", err, auth)
+	}
+}
