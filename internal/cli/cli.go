@@ -6,6 +6,7 @@
 //	psych run --demo-tools [--approve yes|no|ask] [--store FILE] FILE|-
 //	psych run --host unix:///PATH|tcp://HOST:PORT|tls://HOST:PORT [--token-file F] [flags] FILE|-
 //	psych runs list|show|replay --store FILE [ID]
+//	psych serve [--listen ADDR] [--pool N] [flags]
 //	psych doctor | psych bench
 //
 // The commands are packages of their own under cmd/internal/commands; this
@@ -80,6 +81,8 @@ type Command struct {
 var Rest = Command{rest: true}
 
 const usage = `usage: psych run [flags] FILE|-
+       psych run --host unix:///PATH|tcp://HOST:PORT|tls://HOST:PORT [flags] FILE|-
+       psych serve [--listen ADDR] [--pool N] [flags]
        psych runs list|show|replay --store FILE [ID]
        psych doctor [--json] [--python PATH] [--require-cgroup] [--image REF]
 
