@@ -47,6 +47,9 @@ phase "fuzz host core"
 # The streamed output's decoding (Request.Output) against the Result's text.
 "$GO" test -count=1 -run '^$' -fuzz '^FuzzCaptureEmit$' -fuzztime "$HOST_FUZZTIME" -fuzzminimizetime 2s ./sandbox/internal/host
 phase "fuzz output decoding"
+# The server's request decoding and checks (a client's body is hostile).
+"$GO" test -count=1 -run '^$' -fuzz '^FuzzDecodeRunRequest$' -fuzztime "${SERVER_FUZZTIME:-20000x}" -fuzzminimizetime 2s ./server
+phase "fuzz server requests"
 PSYCH_TEST_PYTHON=$PYTHON "$GO" test -race -count=1 -timeout 30m ./...
 phase "go test -race ./..."
 # The bootstrap's own tests on every Python it serves (pyenv's 3.8-3.13;
