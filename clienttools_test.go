@@ -399,3 +399,89 @@ func TestWithToolsConcurrent(t *testing.T) {
 		t.Errorf("the base Runtime offers %q", got)
 	}
 }
+
+// TestExecutionStatus: a run the Sandbox could not finish is recorded as
+// failed, with the error's text (its first KiB) as the reason, and one
+// whose ctx ended as cancelled; the caller gets the Sandbox's error.
+func TestExecutionStatus(t *testing.T) {
+	st := psych.NewMemoryStore()
+	defer st.Close()
+	errBroken := errors.New("the engine is gone: " + strings.Repeat("x", 4096))
+	ctx, cancel := context.WithCancel(context.Background())
+	sb := &scriptSandbox{script: func(ctx context.Context, _ sandbox.Bindings) (json.RawMessage, error) {
+		if sandbox.RunID(ctx) == "cancelled" {
+			cancel()
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return nil, errBroken
+	}}
+	r := newRuntime(t, psych.Config{Sandbox: sb, Store: st})
+	if _, err := r.Execute(context.Background(), sandbox.Request{ID: "failed"}); !errors.Is(err, errBroken) {
+		t.Errorf("Execute: %v; want the Sandbox's error", err)
+	}
+	if _, err := r.Execute(ctx, sandbox.Request{ID: "cancelled"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Execute: %v; want context.Canceled", err)
+	}
+	for id, want := range map[string]psych.ExecutionStatus{"failed": psych.ExecutionFailed, "cancelled": psych.ExecutionCancelled} {
+		e, err := st.Execution(context.Background(), id)
+		if err != nil || e.Status != want || e.Result != nil || e.Finished.IsZero() {
+			t.Errorf("%s recorded as %+v, %v; want Status %q", id, e, err, want)
+			continue
+		}
+		if len(e.Reason) > 1024 || !strings.Contains(e.Reason, map[string]string{"failed": "the engine is gone", "cancelled": "context canceled"}[id]) {
+			t.Errorf("%s recorded with Reason %.100q… (%d bytes)", id, e.Reason, len(e.Reason))
+		}
+	}
+	// A replay of an execution that ended without a result says so.
+	sb.script = func(context.Context, sandbox.Bindings) (json.RawMessage, error) { return nil, nil }
+	rep, err := r.Replay(context.Background(), "cancelled", psych.ReplayOptions{})
+	if err != nil || rep.Reproduced || !strings.Contains(strings.Join(rep.Notes, "\n"), "without a result (cancelled)") {
+		t.Errorf("replay of a cancelled execution: %+v, %v", rep, err)
+	}
+}
+
+// TestCancelledRunRecorded: a real run whose ctx ends mid-program (its own
+// binding call cancels it) is killed and recorded as cancelled.
+func TestCancelledRunRecorded(t *testing.T) {
+	st := psych.NewMemoryStore()
+	defer st.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reg := psych.NewRegistry()
+	if err := reg.Register(psych.Spec{Name: "hang_up", Handler: func(context.Context, psych.Call) (any, error) { cancel(); return nil, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	r := newRuntime(t, psych.Config{Registry: reg, Sandbox: newSandbox(t), Store: st})
+	_, err := r.Execute(ctx, sandbox.Request{ID: "hung-up", Code: "import time\nhang_up()\ntime.sleep(60)"})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Execute: %v; want context.Canceled", err)
+	}
+	e, err := st.Execution(context.Background(), "hung-up")
+	if err != nil || e.Status != psych.ExecutionCancelled || e.Result != nil {
+		t.Fatalf("recorded as %+v, %v; want cancelled", e, err)
+	}
+}
+
+// TestApproverPanics: an Approver that panics denies the call, saying so;
+// the host goes on.
+func TestApproverPanics(t *testing.T) {
+	ts := newTools(t)
+	r := newRuntime(t, psych.Config{Registry: ts.reg})
+	var ran atomic.Bool
+	spec := clientSpec("wipe", true)
+	spec.Handler = func(context.Context, psych.Call) (any, error) { ran.Store(true); return nil, nil }
+	d, err := r.WithTools([]psych.Spec{spec}, psych.ApproverFunc(func(context.Context, psych.ApprovalRequest) (psych.Approval, error) {
+		panic("approver bug")
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := d.Call(context.Background(), psych.Call{Tool: "wipe", Args: json.RawMessage(`{"q":"w"}`)})
+	if err != nil || out.Kind != psych.OutcomeDenied || !strings.Contains(out.Error, "approver panicked: approver bug") {
+		t.Errorf("a panicking Approver: %+v, %v; want denied, saying it panicked", out, err)
+	}
+	if ran.Load() {
+		t.Error("the handler ran")
+	}
+}

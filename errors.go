@@ -20,6 +20,8 @@ var (
 	ErrStepLimit = errors.New("model step limit reached")
 	// ErrNotFound: the store holds no such execution.
 	ErrNotFound = errors.New("not found")
+	// ErrFinished: AbortExecution of an execution that has a result.
+	ErrFinished = errors.New("execution already finished")
 	// ErrDuplicateID: an execution with that id is already recorded.
 	ErrDuplicateID = errors.New("duplicate execution id")
 	// ErrNoStore: Replay was called on a Runtime that records nothing.

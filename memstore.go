@@ -34,12 +34,19 @@ func NewMemoryStore() *MemoryStore {
 	return &MemoryStore{byID: map[string]*Execution{}, calls: map[string][]CallRecord{}}
 }
 
-// BeginExecution records rec as given, Result and Finished included.
+// BeginExecution records rec as given, Result and Finished included, and
+// sets its Status from them (see Execution.Status).
 func (m *MemoryStore) BeginExecution(_ context.Context, rec *Execution) error {
 	if rec == nil || rec.ID == "" {
 		return errors.New("begin execution: no id")
 	}
 	e := clone(rec)
+	switch {
+	case e.Result != nil:
+		e.Status = ExecutionFinished
+	case !e.Status.Aborted():
+		e.Status = ExecutionIncomplete
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch {
@@ -71,6 +78,28 @@ func (m *MemoryStore) FinishExecution(_ context.Context, id string, res *sandbox
 	}
 	e.Attest(r)
 	e.Finished = now
+	return nil
+}
+
+// AbortExecution records that the execution ended without a result.
+func (m *MemoryStore) AbortExecution(_ context.Context, id string, status ExecutionStatus, reason string) error {
+	if !status.Aborted() {
+		return fmt.Errorf("abort execution %q: status %.32q is neither cancelled nor failed", id, status)
+	}
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("abort execution %q: %w", id, ErrClosed)
+	}
+	e := m.byID[id]
+	switch {
+	case e == nil:
+		return fmt.Errorf("abort execution %q: %w", id, ErrNotFound)
+	case e.Result != nil:
+		return fmt.Errorf("abort execution %q: %w", id, ErrFinished)
+	}
+	e.Status, e.Reason, e.Finished = status, reason, now
 	return nil
 }
 

@@ -109,7 +109,11 @@ func (r *Runtime) Replay(ctx context.Context, id string, opts ReplayOptions) (*R
 	rep.Notes = append(rep.Notes, p.notes...)
 	rep.Divergence, rep.Reproduced = p.div, p.div == nil && rec.Result != nil
 	if rec.Result == nil && p.div == nil {
-		rep.Notes = append(rep.Notes, "the recorded execution is incomplete: its calls were reproduced, its end cannot be compared")
+		how := "is incomplete"
+		if rec.Status.Aborted() {
+			how = "ended without a result (" + string(rec.Status) + ")"
+		}
+		rep.Notes = append(rep.Notes, "the recorded execution "+how+": its calls were reproduced, its end cannot be compared")
 	}
 	return rep, nil
 }

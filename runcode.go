@@ -57,9 +57,10 @@ func (r *Runtime) runCode(ctx context.Context, c Call) (any, error) {
 // Execute runs a program in the Sandbox as run_code does, outside a
 // model's call (the CLI's path): it is recorded, and its bindings are the
 // Runtime's tools, called through Call with Via run_code (Via client for a
-// client's tool, see WithTools). req's Bindings
-// are ignored; its Limits fields override Config.Limits; an empty ID is
-// made here.
+// client's tool, see WithTools). When the Sandbox fails, the record says
+// cancelled if ctx ended, else failed, with the error's first KiB as its
+// Reason. req's Bindings are ignored; its Limits fields override
+// Config.Limits; an empty ID is made here.
 func (r *Runtime) Execute(ctx context.Context, req sandbox.Request) (*sandbox.Result, error) {
 	return r.execute(ctx, "", req)
 }
@@ -86,8 +87,19 @@ func (r *Runtime) execute(ctx context.Context, callID string, req sandbox.Reques
 	}
 	res, err := r.cfg.Sandbox.Run(ctx, req)
 	if err != nil {
-		// Recorded without a result: listed as incomplete.
-		return nil, fmt.Errorf("run code: %w", err)
+		err = fmt.Errorf("run code: %w", err)
+		if st := r.cfg.Store; st != nil {
+			status := ExecutionFailed
+			if ctx.Err() != nil {
+				status = ExecutionCancelled
+			}
+			reason := err.Error()
+			reason = cut(reason, min(len(reason), maxAbortReason))
+			if aerr := st.AbortExecution(context.WithoutCancel(ctx), rec.ID, status, reason); aerr != nil {
+				return nil, fmt.Errorf("%w (record execution %s: %w)", err, rec.ID, aerr)
+			}
+		}
+		return nil, err
 	}
 	if st := r.cfg.Store; st != nil {
 		if err := st.FinishExecution(context.WithoutCancel(ctx), rec.ID, res); err != nil {
@@ -96,6 +108,10 @@ func (r *Runtime) execute(ctx context.Context, callID string, req sandbox.Reques
 	}
 	return res, nil
 }
+
+// maxAbortReason bounds the Reason an execution that ended without a
+// result is recorded with (the Sandbox's error's text).
+const maxAbortReason = 1 << 10
 
 // bindings are the Runtime's tools as one program sees them: each call is
 // the Runtime's own Call, Via run_code (Via client for a client's tool),

@@ -327,6 +327,12 @@ func (r *Runtime) approve(ctx context.Context, t *tool, c Call, d Decision, rec 
 	}
 	ch := make(chan answer, 1)
 	go func() {
+		// A panicking Approver denies the call; it never takes the host down.
+		defer func() {
+			if p := recover(); p != nil {
+				ch <- answer{err: fmt.Errorf("the approver panicked: %v", p)}
+			}
+		}()
 		a, err := approver.Approve(actx, ApprovalRequest{Spec: spec, Call: c, Decision: d})
 		ch <- answer{a, err}
 	}()

@@ -19,8 +19,16 @@ type Store interface {
 	BeginExecution(ctx context.Context, rec *Execution) error
 	// FinishExecution records an execution's result, and takes Backend,
 	// Engine, Interpreter, Image and EnvKeys from its attestation
-	// (Execution.Attest).
+	// (Execution.Attest). Its Status becomes ExecutionFinished and its
+	// Reason empty.
 	FinishExecution(ctx context.Context, id string, res *sandbox.Result) error
+	// AbortExecution records that an execution ended without a result:
+	// status is ExecutionCancelled or ExecutionFailed (any other is an
+	// error) and reason a short text saying why, such as the error; it
+	// sets Finished. It returns an error wrapping ErrNotFound for an
+	// unknown id and ErrFinished for an execution that has a result,
+	// which it leaves as it is.
+	AbortExecution(ctx context.Context, id string, status ExecutionStatus, reason string) error
 	// RecordCall records one tool call and sets rec.Seq, the call's place
 	// in the store's order (strictly increasing across all calls).
 	RecordCall(ctx context.Context, rec *CallRecord) error
@@ -57,16 +65,48 @@ type Execution struct {
 	Image       string   `json:"image,omitempty"`
 	EnvKeys     []string `json:"env_keys"`
 	// Result is nil while the execution is incomplete: still running, or
-	// its host died before it finished.
-	Result   *sandbox.Result `json:"result"`
-	Finished time.Time       `json:"finished,omitzero"`
+	// its host died before it finished; and when it ended without one
+	// (Status cancelled or failed).
+	Result *sandbox.Result `json:"result"`
+	// Finished is when the result, or the end without one, was recorded.
+	Finished time.Time `json:"finished,omitzero"`
+	// Status is where the execution stands. A Store sets it from what it
+	// recorded: ExecutionFinished with a Result; without one,
+	// ExecutionCancelled or ExecutionFailed as given (BeginExecution,
+	// AbortExecution), else ExecutionIncomplete. A record read from older
+	// JSON may hold "": see Incomplete.
+	Status ExecutionStatus `json:"status"`
+	// Reason says why an execution was cancelled or failed: a short text,
+	// such as the Sandbox's error.
+	Reason string `json:"reason,omitempty"`
 }
 
-// Attest sets res as the result, with what a replay needs to know from its
-// attestation: the backend, engine, interpreter, image digest and the
-// environment's names.
+// ExecutionStatus is where a recorded execution stands.
+type ExecutionStatus string
+
+const (
+	// ExecutionIncomplete: begun, no end recorded: still running, or its
+	// host died.
+	ExecutionIncomplete ExecutionStatus = "incomplete"
+	// ExecutionFinished: it has a Result (whatever the program did).
+	ExecutionFinished ExecutionStatus = "finished"
+	// ExecutionCancelled: its context ended before a Result: a client went
+	// away, a DELETE, a drain.
+	ExecutionCancelled ExecutionStatus = "cancelled"
+	// ExecutionFailed: the Sandbox could not run it (its error is the
+	// Reason).
+	ExecutionFailed ExecutionStatus = "failed"
+)
+
+// Aborted reports whether s is an end without a result: cancelled or
+// failed.
+func (s ExecutionStatus) Aborted() bool { return s == ExecutionCancelled || s == ExecutionFailed }
+
+// Attest sets res as the result (Status finished, no Reason), with what a
+// replay needs to know from its attestation: the backend, engine,
+// interpreter, image digest and the environment's names.
 func (e *Execution) Attest(res *sandbox.Result) {
-	e.Result = res
+	e.Result, e.Status, e.Reason = res, ExecutionFinished, ""
 	if iso := res.Isolation; iso != nil {
 		e.Backend, e.Engine, e.Interpreter = iso.Backend, iso.Engine, iso.PythonPath
 		e.EnvKeys = append([]string(nil), iso.EnvKeys...)
@@ -76,7 +116,8 @@ func (e *Execution) Attest(res *sandbox.Result) {
 	}
 }
 
-// Incomplete reports whether the execution has no result.
+// Incomplete reports whether the execution has no result: still running,
+// its host gone, or ended without one (Status says which).
 func (e *Execution) Incomplete() bool { return e.Result == nil }
 
 // Outcomes of a recorded call.

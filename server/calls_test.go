@@ -226,6 +226,11 @@ func TestRunOwnership(t *testing.T) {
 	if left := testutil.ProcessesWith(marker); len(left) > 0 {
 		t.Fatalf("processes left after DELETE: %v", left)
 	}
+	resp, b := ts.do(t, "GET", "/v1/runs/own-1", "", "")
+	var run api.Run
+	if resp.StatusCode != 200 || json.Unmarshal(b, &run) != nil || run.Status != api.StatusCancelled {
+		t.Fatalf("GET /v1/runs/own-1 after DELETE: %d %s, want status cancelled", resp.StatusCode, b)
+	}
 }
 
 // TestClientNeverAnswers: a client that never answers its call: the wall

@@ -423,7 +423,7 @@ func (s *Server) readRun(ctx context.Context, id, peer string, full bool) (*api.
 		e, err := st.Execution(ctx, id)
 		switch {
 		case err == nil:
-			run := runOf(e, ar != nil)
+			run := runOf(e)
 			if !full {
 				run.Code, run.Result = "", nil
 			}
@@ -439,19 +439,18 @@ func (s *Server) readRun(ctx context.Context, id, peer string, full bool) (*api.
 }
 
 // runOf is a ledger record as the API shows it.
-func runOf(e *psych.Execution, inFlight bool) *api.Run {
+func runOf(e *psych.Execution) *api.Run {
 	run := &api.Run{ID: e.ID, Started: e.Started, Finished: e.Finished, Code: e.Code, Limits: e.Limits,
-		Network: e.Network, Bindings: e.Bindings, Result: e.Result}
+		Network: e.Network, Bindings: e.Bindings, Result: e.Result, Status: string(e.Status)}
 	if run.Bindings == nil {
 		run.Bindings = []sandbox.Binding{}
 	}
-	if run.Status == "" {
+	if run.Status == "" { // a record from before the ledger had a status
 		run.Status = api.StatusIncomplete
 		if e.Result != nil {
 			run.Status = api.StatusFinished
 		}
 	}
-	_ = inFlight
 	return run
 }
 

@@ -47,6 +47,66 @@ func TestMigrateVersion1(t *testing.T) {
 	}
 }
 
+// TestMigrateStatus: a ledger written by version 1 or 2 (no status
+// column) opens with its executions finished where they have a result and
+// incomplete where not, and records an end without a result afterwards,
+// which a reopened store reads back.
+func TestMigrateStatus(t *testing.T) {
+	for _, version := range []int{1, 2} {
+		t.Run(fmt.Sprint("version ", version), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "psych.db")
+			stmts := append([]string(nil), schema...)
+			for v := 2; v <= version; v++ {
+				stmts = append(stmts, migrations[v]...)
+			}
+			const cols = `id, call_id, code, limits, network, bindings, backend, engine, interpreter, image, env_keys`
+			raw(t, path, append(stmts,
+				fmt.Sprintf("PRAGMA application_id = %d", applicationID), fmt.Sprintf("PRAGMA user_version = %d", version),
+				`INSERT INTO executions (`+cols+`) VALUES ('running', '', 'x', '{}', 0, '[]', '', '', '', '', '[]')`,
+				`INSERT INTO executions (`+cols+`, result, duration_ns, finished) VALUES ('done', '', 'x', '{}', 0, '[]', '', '', '', '', '[]', '{"stdout":"hi\n"}', 5, 1)`,
+				`INSERT INTO executions (`+cols+`) VALUES ('stopped', '', 'x', '{}', 0, '[]', '', '', '', '', '[]')`)...)
+			s := open(t, path)
+			want := map[string]psych.ExecutionStatus{"running": psych.ExecutionIncomplete, "done": psych.ExecutionFinished, "stopped": psych.ExecutionIncomplete}
+			check := func(what string) {
+				t.Helper()
+				es, err := s.Executions(ctx)
+				if err != nil || len(es) != 3 {
+					t.Fatalf("%s: %+v, %v", what, es, err)
+				}
+				for _, e := range es {
+					if e.Status != want[e.ID] || (e.Result != nil) != (e.ID == "done") {
+						t.Errorf("%s: %s has Status %q, Result %+v; want %q", what, e.ID, e.Status, e.Result, want[e.ID])
+					}
+				}
+			}
+			check("migrated")
+			var done, running string
+			if err := s.conn.QueryRowContext(ctx, "SELECT (SELECT status FROM executions WHERE id = 'done'), (SELECT status FROM executions WHERE id = 'running')").Scan(&done, &running); err != nil || done != "finished" || running != "incomplete" {
+				t.Errorf("the status column holds %q and %q, %v; want finished and incomplete", done, running, err)
+			}
+			if err := s.AbortExecution(ctx, "stopped", psych.ExecutionCancelled, "client went away"); err != nil {
+				t.Fatal(err)
+			}
+			want["stopped"] = psych.ExecutionCancelled
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// A status no psych writes reads as the result says.
+			raw(t, path, `UPDATE executions SET status = 'bogus' WHERE id IN ('running', 'done')`)
+			s = open(t, path) // the migrated file is a current one
+			defer s.Close()
+			check("reopened")
+			if e, err := s.Execution(ctx, "stopped"); err != nil || e.Reason != "client went away" {
+				t.Errorf("the cancelled execution: %+v, %v", e, err)
+			}
+			var v int
+			if err := s.conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil || v != 3 {
+				t.Errorf("user_version %d, %v; want %d", v, err, 3)
+			}
+		})
+	}
+}
+
 // TestFailedCommitRecovers: a commit that fails (the disk full) fails the
 // records it held and the waiters, not the store: once there is room, the
 // next commit writes the calls it kept, in order, and runs begin again.

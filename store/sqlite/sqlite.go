@@ -36,7 +36,7 @@ var (
 )
 
 const (
-	schemaVersion = 2
+	schemaVersion = 3
 	applicationID = 0x70737963 // "psyc"
 	commitDelay   = 5 * time.Millisecond
 	retryDelay    = time.Second // after a failed commit, when nothing new comes
@@ -102,6 +102,14 @@ var migrations = map[int][]string{
 		`ALTER TABLE calls ADD COLUMN value_truncated INTEGER NOT NULL DEFAULT 0`,
 		`ALTER TABLE calls ADD COLUMN value_sha256 TEXT NOT NULL DEFAULT ''`,
 	},
+	// The execution's status: an end without a result (cancelled, failed)
+	// is told from one still running, with the reason. A row of an older
+	// file is finished when it has a result, else incomplete.
+	3: {
+		`ALTER TABLE executions ADD COLUMN status TEXT NOT NULL DEFAULT 'incomplete'`,
+		`ALTER TABLE executions ADD COLUMN reason TEXT NOT NULL DEFAULT ''`,
+		`UPDATE executions SET status = 'finished' WHERE result IS NOT NULL`,
+	},
 }
 
 // schemaOf is the text sqlite_schema holds for each version, made once in
@@ -158,22 +166,23 @@ func schemaText(ctx context.Context, c *sql.Conn) ([]string, error) {
 }
 
 const (
-	execCols = `id, call_id, started, code, limits, network, bindings, backend, engine, interpreter, image, env_keys, result, duration_ns, finished`
+	execCols = `id, call_id, started, code, limits, network, bindings, backend, engine, interpreter, image, env_keys, result, duration_ns, finished, status, reason`
 	callCols = `seq, id, parent, tool, args, via, decision, reason, approver, approved, decision_ns, started, duration_ns, outcome, value, error, bytes_in, bytes_out, args_truncated, args_sha256, value_truncated, value_sha256`
 
 	insertExec = `INSERT INTO executions (` + execCols + `, failure, limit_hit)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 	insertCall     = `INSERT INTO calls (` + callCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	selectAttested = `SELECT backend, engine, interpreter, image, env_keys FROM executions WHERE id = ?`
 	updateFinish   = `UPDATE executions SET backend = ?, engine = ?, interpreter = ?, image = ?, env_keys = ?,
-result = ?, duration_ns = ?, failure = ?, limit_hit = ?, finished = ? WHERE id = ?`
+result = ?, duration_ns = ?, failure = ?, limit_hit = ?, finished = ?, status = 'finished', reason = '' WHERE id = ?`
+	updateAbort = `UPDATE executions SET status = ?, reason = ?, finished = ? WHERE id = ? AND result IS NULL`
 )
 
 // Store is a psych.Store in one SQLite file. It is safe for concurrent use.
 type Store struct {
 	db   *sql.DB
 	conn *sql.Conn // the writer's own
-	stmt struct{ exec, call, attested, finish *sql.Stmt }
+	stmt struct{ exec, call, attested, finish, abort *sql.Stmt }
 
 	mu         sync.Mutex
 	queue      []op
@@ -199,6 +208,7 @@ const (
 	opCall opKind = iota
 	opBegin
 	opFinish
+	opAbort
 )
 
 // op is one queued write; its args are the statement's, already copied.
@@ -208,7 +218,7 @@ type op struct {
 	args []any
 	size int             // the payload's bytes, for maxQueueBytes
 	res  *sandbox.Result // opFinish: a private copy, for Attest
-	err  error           // ErrDuplicateID or ErrNotFound, set by the writer
+	err  error           // ErrDuplicateID, ErrNotFound or ErrFinished, set by the writer
 	wait chan error      // nil for calls
 }
 
@@ -263,7 +273,7 @@ func Open(path string) (_ *Store, retErr error) {
 	if err := s.conn.QueryRowContext(ctx, "SELECT COALESCE(MAX(seq), 0) FROM calls").Scan(&s.seq); err != nil {
 		return nil, fmt.Errorf("read last seq: %w", err)
 	}
-	for q, p := range map[string]**sql.Stmt{insertExec: &s.stmt.exec, insertCall: &s.stmt.call, selectAttested: &s.stmt.attested, updateFinish: &s.stmt.finish} {
+	for q, p := range map[string]**sql.Stmt{insertExec: &s.stmt.exec, insertCall: &s.stmt.call, selectAttested: &s.stmt.attested, updateFinish: &s.stmt.finish, updateAbort: &s.stmt.abort} {
 		if *p, err = s.conn.PrepareContext(ctx, q); err != nil {
 			return nil, fmt.Errorf("prepare: %w", err)
 		}
@@ -362,6 +372,19 @@ func (s *Store) FinishExecution(ctx context.Context, id string, res *sandbox.Res
 	}
 	if err != nil {
 		return fmt.Errorf("finish execution %q: %w", id, err)
+	}
+	return nil
+}
+
+// AbortExecution records that the execution ended without a result, and
+// sets Finished to now. It returns once committed.
+func (s *Store) AbortExecution(ctx context.Context, id string, status psych.ExecutionStatus, reason string) error {
+	if !status.Aborted() {
+		return fmt.Errorf("abort execution %q: status %.32q is neither cancelled nor failed", id, status)
+	}
+	finished, _ := nanos(time.Now())
+	if err := s.await(ctx, op{kind: opAbort, id: id, args: []any{string(status), reason, finished, id}}); err != nil {
+		return fmt.Errorf("abort execution %q: %w", id, err)
 	}
 	return nil
 }
@@ -482,7 +505,7 @@ func (s *Store) Close() error {
 
 func (s *Store) closeDB() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.stmt.exec, s.stmt.call, s.stmt.attested, s.stmt.finish} {
+	for _, st := range []*sql.Stmt{s.stmt.exec, s.stmt.call, s.stmt.attested, s.stmt.finish, s.stmt.abort} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -710,6 +733,26 @@ func (s *Store) apply(ctx context.Context, o *op) error {
 		if _, err := s.stmt.finish.ExecContext(ctx, append(args, o.id)...); err != nil {
 			return fmt.Errorf("update execution %q: %w", o.id, err)
 		}
+	case opAbort:
+		r, err := s.stmt.abort.ExecContext(ctx, o.args...)
+		if err != nil {
+			return fmt.Errorf("update execution %q: %w", o.id, err)
+		}
+		if n, err := r.RowsAffected(); err != nil {
+			return err
+		} else if n > 0 {
+			return nil
+		}
+		var e psych.Execution
+		var env string
+		switch err := s.stmt.attested.QueryRowContext(ctx, o.id).Scan(&e.Backend, &e.Engine, &e.Interpreter, &e.Image, &env); {
+		case errors.Is(err, sql.ErrNoRows):
+			o.err = psych.ErrNotFound
+		case err != nil:
+			return fmt.Errorf("read execution %q: %w", o.id, err)
+		default:
+			o.err = psych.ErrFinished
+		}
 	}
 	return nil
 }
@@ -765,7 +808,7 @@ func execArgs(e *psych.Execution) ([]any, error) {
 	// In execCols order, then failure and limit_hit.
 	return []any{e.ID, e.CallID, started, e.Code, string(limits), boolInt(e.Network), string(bindings),
 		e.Backend, e.Engine, e.Interpreter, e.Image, string(mustJSON(e.EnvKeys)),
-		res[0], res[1], finished, res[2], res[3]}, nil
+		res[0], res[1], finished, string(status(e)), e.Reason, res[2], res[3]}, nil
 }
 
 // resultArgs encodes r as its JSON, duration, failure type and limit hit,
@@ -811,7 +854,7 @@ func scanExecution(row scanner) (psych.Execution, error) {
 		result                      sql.NullString
 	)
 	err := row.Scan(&e.ID, &e.CallID, &started, &e.Code, &limits, &e.Network, &bindings,
-		&e.Backend, &e.Engine, &e.Interpreter, &e.Image, &envKeys, &result, &duration, &finished)
+		&e.Backend, &e.Engine, &e.Interpreter, &e.Image, &envKeys, &result, &duration, &finished, &e.Status, &e.Reason)
 	if err != nil {
 		return e, err
 	}
@@ -830,7 +873,20 @@ func scanExecution(row scanner) (psych.Execution, error) {
 			return e, fmt.Errorf("execution %q: %w", e.ID, err)
 		}
 	}
+	e.Status = status(&e)
 	return e, nil
+}
+
+// status is the Status e is recorded with: finished with a result; else
+// cancelled or failed as given, or incomplete.
+func status(e *psych.Execution) psych.ExecutionStatus {
+	switch {
+	case e.Result != nil:
+		return psych.ExecutionFinished
+	case e.Status.Aborted():
+		return e.Status
+	}
+	return psych.ExecutionIncomplete
 }
 
 func callArgs(c *psych.CallRecord) ([]any, error) {

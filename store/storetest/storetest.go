@@ -13,7 +13,13 @@
 //     compacted JSON, nil and JSON null alike; a nil slice and an empty one
 //     are alike. Approved keeps nil, false and true apart.
 //   - FinishExecution sets Finished and attests the execution with its
-//     result as Execution.Attest does, and refuses a nil result.
+//     result as Execution.Attest does (Status finished, no Reason), and
+//     refuses a nil result.
+//   - Status follows what was recorded: incomplete without a result,
+//     finished with one. AbortExecution records cancelled or failed with
+//     its reason and Finished, refuses any other status, an unknown id
+//     (ErrNotFound) and an execution with a result (ErrFinished), which it
+//     leaves as it was; a later FinishExecution still finishes it.
 //   - Records are copies: mutating what was passed in or handed out never
 //     changes what the store holds.
 //   - Seq is at least 1 and strictly increasing in the order RecordCall
@@ -52,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) psych.Store) {
 	}{
 		{"BeginFinishList", testBeginFinishList, false},
 		{"Incomplete", testIncomplete, false},
+		{"Abort", testAbort, false},
 		{"DuplicateID", testDuplicateID, false},
 		{"NotFound", testNotFound, false},
 		{"BadRecords", testBadRecords, false},
@@ -168,7 +175,7 @@ func testBeginFinishList(t *testing.T, s psych.Store) {
 	}
 	after := time.Now().Add(time.Millisecond)
 	e := get(t, s, "b")
-	if e.Incomplete() || e.Result.Stdout != "ok\n" || string(e.Result.Value) != "42" {
+	if e.Incomplete() || e.Status != psych.ExecutionFinished || e.Result.Stdout != "ok\n" || string(e.Result.Value) != "42" {
 		t.Fatalf("finished execution's Result = %+v, want %+v", e.Result, res)
 	}
 	if e.Finished.Before(before) || e.Finished.After(after) {
@@ -179,8 +186,8 @@ func testBeginFinishList(t *testing.T, s psych.Store) {
 		t.Fatalf("Executions after finishing b = %q, want [a b c]", got)
 	}
 	for _, e := range es {
-		if want := e.ID != "b"; e.Incomplete() != want {
-			t.Errorf("Executions: %s Incomplete() = %v, want %v", e.ID, e.Incomplete(), want)
+		if want := e.ID != "b"; e.Incomplete() != want || (e.Status == psych.ExecutionIncomplete) != want {
+			t.Errorf("Executions: %s Incomplete() = %v, Status %q; want incomplete %v", e.ID, e.Incomplete(), e.Status, want)
 		}
 	}
 }
@@ -189,14 +196,75 @@ func testIncomplete(t *testing.T, s psych.Store) {
 	begin(t, s, "run", base)
 	record(t, s, "run", "c1")
 	e := get(t, s, "run")
-	if !e.Incomplete() || e.Result != nil {
-		t.Errorf("unfinished execution has Result %+v, want nil", e.Result)
+	if !e.Incomplete() || e.Result != nil || e.Status != psych.ExecutionIncomplete {
+		t.Errorf("unfinished execution has Result %+v, Status %q; want nil, incomplete", e.Result, e.Status)
 	}
 	if !e.Finished.IsZero() {
 		t.Errorf("unfinished execution has Finished %v, want zero", e.Finished)
 	}
-	if es := list(t, s); len(es) != 1 || !es[0].Incomplete() {
+	if es := list(t, s); len(es) != 1 || !es[0].Incomplete() || es[0].Status != psych.ExecutionIncomplete {
 		t.Errorf("Executions = %+v, want one incomplete", es)
+	}
+}
+
+func testAbort(t *testing.T, s psych.Store) {
+	for i, id := range []string{"cancelled", "failed", "running", "done"} {
+		begin(t, s, id, base.Add(time.Duration(i)*time.Second))
+	}
+	res := &sandbox.Result{Stdout: "ok\n"}
+	if err := s.FinishExecution(ctx, "done", res); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Truncate(time.Millisecond)
+	for id, st := range map[string]psych.ExecutionStatus{"cancelled": psych.ExecutionCancelled, "failed": psych.ExecutionFailed} {
+		if err := s.AbortExecution(ctx, id, st, "why: "+id); err != nil {
+			t.Fatalf("AbortExecution(%s): %v", id, err)
+		}
+	}
+	after := time.Now().Add(time.Millisecond)
+	want := map[string]psych.ExecutionStatus{"cancelled": psych.ExecutionCancelled, "failed": psych.ExecutionFailed, "running": psych.ExecutionIncomplete, "done": psych.ExecutionFinished}
+	check := func(what string) {
+		t.Helper()
+		es := list(t, s)
+		if got := ids(es, execID); !slices.Equal(got, []string{"cancelled", "failed", "running", "done"}) {
+			t.Fatalf("%s: Executions = %q", what, got)
+		}
+		for _, e := range append(es, *get(t, s, "cancelled"), *get(t, s, "failed")) {
+			if e.Status != want[e.ID] {
+				t.Errorf("%s: %s has Status %q, want %q", what, e.ID, e.Status, want[e.ID])
+			}
+			switch aborted := want[e.ID].Aborted(); {
+			case aborted && (e.Reason != "why: "+e.ID || e.Result != nil || !e.Incomplete() || e.Finished.Before(before) || e.Finished.After(after)):
+				t.Errorf("%s: aborted %s: Reason %q, Result %+v, Finished %v; want %q, none, between %v and %v", what, e.ID, e.Reason, e.Result, e.Finished, "why: "+e.ID, before, after)
+			case !aborted && e.Reason != "":
+				t.Errorf("%s: %s has Reason %q", what, e.ID, e.Reason)
+			}
+		}
+		if e := get(t, s, "done"); e.Result == nil || e.Result.Stdout != "ok\n" {
+			t.Errorf("%s: the finished execution's Result is %+v", what, e.Result)
+		}
+	}
+	check("after abort")
+
+	if err := s.AbortExecution(ctx, "missing", psych.ExecutionCancelled, "x"); !errors.Is(err, psych.ErrNotFound) {
+		t.Errorf("AbortExecution(missing) = %v, want ErrNotFound", err)
+	}
+	if err := s.AbortExecution(ctx, "done", psych.ExecutionCancelled, "late"); !errors.Is(err, psych.ErrFinished) {
+		t.Errorf("AbortExecution of a finished execution = %v, want ErrFinished", err)
+	}
+	for _, st := range []psych.ExecutionStatus{psych.ExecutionFinished, psych.ExecutionIncomplete, "", "weird"} {
+		if err := s.AbortExecution(ctx, "running", st, "x"); err == nil {
+			t.Errorf("AbortExecution with status %q succeeded", st)
+		}
+	}
+	check("after refused aborts")
+
+	// A result recorded after all finishes it.
+	if err := s.FinishExecution(ctx, "failed", res); err != nil {
+		t.Fatal(err)
+	}
+	if e := get(t, s, "failed"); e.Status != psych.ExecutionFinished || e.Reason != "" || e.Incomplete() {
+		t.Errorf("finished after failing: Status %q, Reason %q, Result %+v; want finished, no reason", e.Status, e.Reason, e.Result)
 	}
 }
 
@@ -311,6 +379,9 @@ func fullExecution() (*psych.Execution, *sandbox.Result) {
 		// What the result's attestation replaces (Execution.Attest).
 		Backend: "subprocess", Engine: "none", Interpreter: "/usr/bin/python", Image: "none",
 		EnvKeys: []string{"LANG"},
+		// As begun (BeginExecution records them as given); a result
+		// makes it finished, with no reason.
+		Status: psych.ExecutionCancelled, Reason: "context canceled",
 	}
 	exit, ps := 3, sandbox.ProcessStatus{UID: []int{1000, 1000, 1000, 1000}, GID: []int{100, 100, 100, 100},
 		Seccomp: 2, SeccompFilters: 1, NoNewPrivs: 1, CapEff: "0000000000000000", CapBnd: "000001ffffffffff"}
@@ -358,9 +429,14 @@ func testRoundTrip(t *testing.T, s psych.Store) {
 		t.Fatal(err)
 	}
 	got := get(t, s, "full")
+	reason := in.Reason
 	in.Attest(r)
 	in.Finished = got.Finished
-	nonZero(t, "Execution", reflect.ValueOf(in))
+	// Between begin and finish, every field was set once: Reason before
+	// the result, the rest after.
+	both := in
+	both.Reason = reason
+	nonZero(t, "Execution", reflect.ValueOf(both))
 	checkExecution(t, "after finish", got, &in)
 	if es := list(t, s); len(es) != 1 {
 		t.Fatalf("Executions lists %d, want 1", len(es))
@@ -393,12 +469,12 @@ func testZeroValues(t *testing.T, s psych.Store) {
 	if err := s.BeginExecution(ctx, &psych.Execution{ID: "z"}); err != nil {
 		t.Fatal(err)
 	}
-	checkExecution(t, "zero", get(t, s, "z"), &psych.Execution{ID: "z"})
+	checkExecution(t, "zero", get(t, s, "z"), &psych.Execution{ID: "z", Status: psych.ExecutionIncomplete})
 	if err := s.FinishExecution(ctx, "z", &sandbox.Result{}); err != nil {
 		t.Fatal(err)
 	}
 	got := get(t, s, "z")
-	checkExecution(t, "zero result", got, &psych.Execution{ID: "z", Result: &sandbox.Result{}, Finished: got.Finished})
+	checkExecution(t, "zero result", got, &psych.Execution{ID: "z", Result: &sandbox.Result{}, Finished: got.Finished, Status: psych.ExecutionFinished})
 
 	// A result without an attestation keeps what BeginExecution recorded.
 	e := &psych.Execution{ID: "kept", Backend: "subprocess", Interpreter: "/usr/bin/python3", EnvKeys: []string{"LANG"}}
@@ -565,6 +641,7 @@ func testClosed(t *testing.T, s psych.Store) {
 	for name, err := range map[string]error{
 		"BeginExecution":  s.BeginExecution(ctx, &psych.Execution{ID: "late"}),
 		"FinishExecution": s.FinishExecution(ctx, "open", &sandbox.Result{}),
+		"AbortExecution":  s.AbortExecution(ctx, "open", psych.ExecutionCancelled, "late"),
 		"RecordCall":      s.RecordCall(ctx, &c),
 		"Execution":       second(s.Execution(ctx, "open")),
 		"Executions":      second(s.Executions(ctx)),

@@ -50,7 +50,8 @@ import (
 //   - every binding reply reaches the child as the binding answered it
 //     (echo's value, BindingError for an error, invalid JSON or a reply
 //     over the frame cap);
-//   - stdout and stderr come back as written, capped;
+//   - stdout and stderr come back as written, capped, and Request.Output
+//     was handed exactly that, every call before Finish returned;
 //   - a suspended run is thawed again;
 //   - nothing is left: the goroutine count and the open fds come back to
 //     what they were before the exec, and nothing panics.
@@ -403,7 +404,19 @@ func fuzzServeOne(t *testing.T, data []byte) {
 	bound := time.Duration(float64(10*time.Second) * contract.TimeScale())
 	goroutines, fds := runtime.NumGoroutine(), fzOpenFDs()
 
-	req, err := Prepare(sandbox.Request{Code: "x", Bindings: fzBindings{maxFrame: s.maxFrame}, Limits: sandbox.Limits{WallSeconds: 3600}},
+	// What Request.Output was handed, per stream; a call once Finish has
+	// returned is an error.
+	var outMu sync.Mutex
+	var streamed [3]strings.Builder
+	var outLate bool
+	finishedOut := false
+	output := func(st sandbox.Stream, data string) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		outLate = outLate || finishedOut
+		streamed[st].WriteString(data)
+	}
+	req, err := Prepare(sandbox.Request{Code: "x", Bindings: fzBindings{maxFrame: s.maxFrame}, Limits: sandbox.Limits{WallSeconds: 3600}, Output: output},
 		sandbox.DefaultLimits(), s.maxFrame, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -466,7 +479,13 @@ func fuzzServeOne(t *testing.T, data []byte) {
 	// The backend's teardown: the processes are gone; the host closes its
 	// ends once the server and the drains are done.
 	finished := make(chan struct{})
-	go func() { e.Finish(); close(finished) }()
+	go func() {
+		e.Finish()
+		outMu.Lock()
+		finishedOut = true
+		outMu.Unlock()
+		close(finished)
+	}()
 	select {
 	case <-finished:
 	case <-time.After(bound):
@@ -502,6 +521,18 @@ func fuzzServeOne(t *testing.T, data []byte) {
 		if exp := w[:min(len(w), maxOutput)]; c.Text() != string(exp) || c.Truncated() != (len(w) > maxOutput) {
 			t.Fatalf("stream %d: kept %d bytes (truncated %v) of %d written", i+1, len(c.Text()), c.Truncated(), len(w))
 		}
+		outMu.Lock()
+		got := streamed[i+1].String()
+		outMu.Unlock()
+		if got != c.Text() {
+			t.Fatalf("stream %d: Output was handed %d bytes, the Result keeps %d", i+1, len(got), len(c.Text()))
+		}
+	}
+	outMu.Lock()
+	late := outLate
+	outMu.Unlock()
+	if late {
+		t.Fatal("an Output call after Finish returned")
 	}
 
 	switch {

@@ -28,7 +28,8 @@ const runsUsage = `usage: psych runs list --store FILE [--json]
        psych runs show --store FILE [--json] ID
        psych runs replay --store FILE [--network] [--recorded-limits] [sandbox flags] ID
 
-list prints the recorded executions; show prints one (its program, its
+list prints the recorded executions with their status (ok, failed: TYPE,
+incomplete, cancelled, sandbox failed); show prints one (its program, its
 result and its tool calls in order, as a ledger; what the program wrote is
 escaped); replay runs its program again with every binding call answered
 from the ledger, and exits 0 when the run is reproduced, 1 at the first
@@ -116,9 +117,16 @@ func command(args []string, stdout, stderr io.Writer, open func(path string) (fu
 	return runsReplay(ctx, st, newSandbox, fs.Arg(0), opts, stdout, stderr)
 }
 
-// status is an execution's one-word state.
+// status is an execution's state in a word or two: ok, failed: TYPE (the
+// program raised), incomplete (still running, or its host died), cancelled,
+// or sandbox failed (the Sandbox could not run it; Execution.Reason says
+// why).
 func status(e *psych.Execution) string {
 	switch {
+	case e.Status == psych.ExecutionCancelled && e.Incomplete():
+		return "cancelled"
+	case e.Status == psych.ExecutionFailed && e.Incomplete():
+		return "sandbox failed"
 	case e.Incomplete():
 		return "incomplete"
 	case e.Result.Failure != nil:
@@ -138,11 +146,12 @@ func runsList(ctx context.Context, st psych.Store, asJSON bool, stdout, stderr i
 			ID      string    `json:"id"`
 			Started time.Time `json:"started"`
 			Status  string    `json:"status"`
+			Reason  string    `json:"reason,omitempty"`
 			Backend string    `json:"backend"`
 		}
 		rows := []row{}
 		for _, e := range execs {
-			rows = append(rows, row{e.ID, e.Started, status(&e), e.Backend})
+			rows = append(rows, row{e.ID, e.Started, status(&e), e.Reason, e.Backend})
 		}
 		return encodeJSON(stdout, stderr, rows)
 	}
@@ -201,6 +210,9 @@ func runsShow(ctx context.Context, st psych.Store, id string, asJSON bool, stdou
 	}
 	// Everything from the ledger is escaped: a program wrote much of it.
 	fmt.Fprintf(stdout, "execution %s  %s  %s\n", full.Escape(e.ID, true), e.Started.Format(time.RFC3339), full.Escape(status(e), true))
+	if e.Reason != "" {
+		fmt.Fprintf(stdout, "reason %s\n", full.Escape(e.Reason, true))
+	}
 	fmt.Fprintf(stdout, "backend %s %s  python %s\n", full.Escape(e.Backend, true), full.Escape(e.Engine, true), full.Escape(e.Interpreter, true))
 	fmt.Fprintf(stdout, "--- program\n%s", full.Escape(e.Code, false))
 	if !strings.HasSuffix(e.Code, "\n") {

@@ -131,3 +131,58 @@ func TestRunsReplayOperatorLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestRunsListStatus: runs list tells a run that raised, one that is
+// incomplete, one cancelled and one the Sandbox failed, with the reason
+// (escaped) in --json and in runs show.
+func TestRunsListStatus(t *testing.T) {
+	st := psych.NewMemoryStore()
+	ctx := context.Background()
+	for _, id := range []string{"ok", "raised", "running", "cancelled", "broken"} {
+		if err := st.BeginExecution(ctx, &psych.Execution{ID: id, Started: time.Now(), Code: "1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.FinishExecution(ctx, "ok", &sandbox.Result{})
+	st.FinishExecution(ctx, "raised", &sandbox.Result{Failure: &sandbox.Failure{Type: "ValueError"}})
+	if err := st.AbortExecution(ctx, "cancelled", psych.ExecutionCancelled, "run code: context canceled"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AbortExecution(ctx, "broken", psych.ExecutionFailed, "run code: "+hostile); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"ok": "ok", "raised": "failed: ValueError", "running": "incomplete", "cancelled": "cancelled", "broken": "sandbox failed"}
+
+	var out, errb bytes.Buffer
+	if code := command([]string{"list", "--json", "--store", t.TempDir()}, &out, &errb, ledgerStore(st), nil); code != cli.ExitOK {
+		t.Fatalf("runs list --json: exit %d: %s", code, errb.String())
+	}
+	var rows []struct{ ID, Status, Reason string }
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) != len(want) {
+		t.Fatalf("runs list --json: %v\n%s", err, out.String())
+	}
+	for _, r := range rows {
+		wantReason := map[string]string{"cancelled": "run code: context canceled", "broken": "run code: " + hostile}[r.ID]
+		if r.Status != want[r.ID] || r.Reason != wantReason {
+			t.Errorf("runs list --json: %s is %q (%q); want %q (%q)", r.ID, r.Status, r.Reason, want[r.ID], wantReason)
+		}
+	}
+
+	out.Reset()
+	if code := command([]string{"list", "--store", t.TempDir()}, &out, &errb, ledgerStore(st), nil); code != cli.ExitOK {
+		t.Fatalf("runs list: exit %d: %s", code, errb.String())
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
+		if id := strings.Fields(line)[0]; !strings.Contains(line, "  "+want[id]+"  ") {
+			t.Errorf("runs list: %q; want %s %q", line, id, want[id])
+		}
+	}
+
+	out.Reset()
+	if code := command([]string{"show", "--store", t.TempDir(), "broken"}, &out, &errb, ledgerStore(st), nil); code != cli.ExitOK {
+		t.Fatalf("runs show: exit %d: %s", code, errb.String())
+	}
+	if s := out.String(); !strings.Contains(s, "sandbox failed\nreason run code: ") || strings.ContainsAny(s, "\x1b\x07\r") {
+		t.Errorf("runs show of a failed run:\n%q", s)
+	}
+}
