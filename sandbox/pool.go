@@ -72,3 +72,24 @@ func (l Limits) Above(caps Limits) LimitName {
 	}
 	return "" // the wall clock runs from dispatch: it has no cap
 }
+
+// PoolStatus is a warm pool's state: its Size and how many sandboxes are
+// Ready now. Both are zero without a pool.
+type PoolStatus struct {
+	Size, Ready int
+}
+
+// PoolStater is implemented by a Sandbox that can tell its warm pool's
+// state (both backends do). A Sandbox that does not implement it has no
+// pool as far as its callers can tell.
+type PoolStater interface {
+	PoolStatus() PoolStatus
+}
+
+// PoolStatusOf returns s's pool state, zero when s does not tell.
+func PoolStatusOf(s Sandbox) PoolStatus {
+	if p, ok := s.(PoolStater); ok {
+		return p.PoolStatus()
+	}
+	return PoolStatus{}
+}

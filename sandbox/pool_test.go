@@ -32,3 +32,22 @@ func TestPoolCaps(t *testing.T) {
 		}
 	}
 }
+
+type statedSandbox struct {
+	Sandbox
+	st PoolStatus
+}
+
+func (s statedSandbox) PoolStatus() PoolStatus { return s.st }
+
+// TestPoolStatusOf: a Sandbox's own PoolStatus, zero for one that does not
+// tell.
+func TestPoolStatusOf(t *testing.T) {
+	if got := PoolStatusOf(statedSandbox{st: PoolStatus{Size: 3, Ready: 1}}); got != (PoolStatus{Size: 3, Ready: 1}) {
+		t.Errorf("PoolStatusOf a stater: %+v", got)
+	}
+	var plain struct{ Sandbox }
+	if got := PoolStatusOf(plain); got != (PoolStatus{}) {
+		t.Errorf("PoolStatusOf a Sandbox that does not tell: %+v", got)
+	}
+}

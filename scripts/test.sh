@@ -47,9 +47,15 @@ phase "fuzz host core"
 # The streamed output's decoding (Request.Output) against the Result's text.
 "$GO" test -count=1 -run '^$' -fuzz '^FuzzCaptureEmit$' -fuzztime "$HOST_FUZZTIME" -fuzzminimizetime 2s ./sandbox/internal/host
 phase "fuzz output decoding"
+# The server's request decoding and checks (a client's body is hostile).
+"$GO" test -count=1 -run '^$' -fuzz '^FuzzDecodeRunRequest$' -fuzztime "${SERVER_FUZZTIME:-20000x}" -fuzzminimizetime 2s ./server
+phase "fuzz server requests"
 # The API's event reader, as the Go client reads a server's stream.
 "$GO" test -count=1 -run '^$' -fuzz '^FuzzEventReader$' -fuzztime "${API_FUZZTIME:-50000x}" -fuzzminimizetime 2s ./api
 phase "fuzz the API's event reader"
+# The Go client's handling of whatever a server answers (client FuzzStream).
+"$GO" test -count=1 -run '^$' -fuzz '^FuzzStream$' -fuzztime "${CLIENT_FUZZTIME:-50000x}" -fuzzminimizetime 2s ./client
+phase "fuzz client"
 PSYCH_TEST_PYTHON=$PYTHON "$GO" test -race -count=1 -timeout 30m ./...
 phase "go test -race ./..."
 # The bootstrap's own tests on every Python it serves (pyenv's 3.8-3.13;

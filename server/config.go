@@ -55,6 +55,15 @@ type Config struct {
 	// Keepalive is the silence after which a stream gets a keepalive event
 	// (default 15 s).
 	Keepalive time.Duration
+	// WriteTimeout bounds one write of a response (an event, a Result):
+	// a client that reads nothing for that long is gone, and its run is
+	// cancelled (default 30 s).
+	WriteTimeout time.Duration
+	// StreamBufferBytes bounds the events a stream holds that its client
+	// has not read yet (default 1 MiB, the backends' output cap): a
+	// client further behind gets error{slow_consumer} and its run is
+	// cancelled. The terminal event is not counted.
+	StreamBufferBytes int
 	// AllowUIDs and AllowGIDs are the peers a Unix socket serves besides
 	// root and the server's own uid (the gid is the peer's primary one, as
 	// SO_PEERCRED gives it). Token is the bearer token a TCP or TLS

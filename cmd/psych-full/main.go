@@ -12,6 +12,7 @@ import (
 	"github.com/psych-runtime/psych/cmd/internal/commands/doctor"
 	"github.com/psych-runtime/psych/cmd/internal/commands/run"
 	"github.com/psych-runtime/psych/cmd/internal/commands/runs"
+	"github.com/psych-runtime/psych/cmd/internal/commands/serve"
 	"github.com/psych-runtime/psych/cmd/internal/full"
 	"github.com/psych-runtime/psych/internal/cli"
 )
@@ -22,5 +23,6 @@ func main() {
 		runs.Command,
 		doctor.Command,
 		bench.Command,
+		serve.Command,
 	))
 }

@@ -117,6 +117,21 @@ type Report struct {
 	// flight, divided by 8) are measured on the full sandbox.
 	Throughput   []Throughput `json:"throughput,omitempty"`
 	RSSPerRunKiB float64      `json:"rss_per_run_kib,omitempty"`
+	// ServeTool is a client tool's round trip through psych serve
+	// (program, server, client, server, program) beside the raw echo
+	// floor, and ServeRSS the server's RSS with runs in flight and queued:
+	// measured with the serve rows.
+	ServeTool *Binding  `json:"serve_tool,omitempty"`
+	ServeRSS  *ServeRSS `json:"serve_rss,omitempty"`
+}
+
+// ServeRSS is psych serve's resident memory, idle and with InFlight runs
+// in flight and Queued more waiting.
+type ServeRSS struct {
+	IdleKiB   float64 `json:"idle_kib"`
+	LoadedKiB float64 `json:"loaded_kib"`
+	InFlight  int     `json:"in_flight"`
+	Queued    int     `json:"queued"`
 }
 
 // row is one configuration to measure: run executes once and returns the
@@ -140,6 +155,8 @@ type row struct {
 	cold       func(ctx context.Context) (*sandbox.Isolation, error)
 	perSec     float64
 	coldPerSec float64
+	// report, when set, measures more after the rounds, into the report.
+	report func(ctx context.Context, rep *Report) error
 }
 
 // Run measures every row, interleaved, then the binding floor and the
@@ -213,6 +230,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, r := range rows {
 		if r.saturate {
 			if err := saturate(ctx, r, cfg.Saturation, cfg.Runs); err != nil {
+				return nil, fmt.Errorf("bench: row %s: %w", r.name, err)
+			}
+		}
+	}
+	for _, r := range rows {
+		if r.report != nil {
+			if err := r.report(ctx, rep); err != nil {
 				return nil, fmt.Errorf("bench: row %s: %w", r.name, err)
 			}
 		}
@@ -361,6 +385,12 @@ func Print(w io.Writer, rep *Report) {
 	}
 	if rep.RSSPerRunKiB != 0 {
 		fmt.Fprintf(w, "host RSS per run in flight: %.0f KiB\n", rep.RSSPerRunKiB)
+	}
+	if b := rep.ServeTool; b != nil {
+		fmt.Fprintf(w, "client tool round trip through psych serve %.1f µs, raw echo floor %.1f µs: %.2f× (each the best of %d rounds)\n", b.CallUS, b.FloorUS, b.Ratio, len(b.CallRoundsUS))
+	}
+	if m := rep.ServeRSS; m != nil {
+		fmt.Fprintf(w, "psych serve RSS: %.0f KiB idle, %.0f KiB with %d in flight and %d queued (%+.1f MiB)\n", m.IdleKiB, m.LoadedKiB, m.InFlight, m.Queued, (m.LoadedKiB-m.IdleKiB)/1024)
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)

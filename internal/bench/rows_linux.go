@@ -98,6 +98,14 @@ func makeRows(cfg Config) (rows []*row, full sandbox.Sandbox, notes []string, er
 			rows = append(rows, &row{name: "ctr-run", run: ctrRun(cfg.Image)})
 		}
 	}
+	// Last, so that the rows before them keep their order.
+	if cfg.CLI != "" {
+		served, err := serveRows(cfg, program, runner(sb, program, layers.Full()))
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("serve rows left out: %v", err))
+		}
+		rows = append(rows, served...)
+	}
 	return rows, sb, notes, nil
 }
 
@@ -152,25 +160,32 @@ func makePoolRows(cfg Config) (rows []*row, full sandbox.Sandbox, notes []string
 		}
 		pooled(fmt.Sprintf("pool-%d", n), p, fullRun)
 	}
-	if cfg.Image == "" {
-		return rows, sb, nil, nil
-	}
-	for _, e := range cfg.Engines {
-		c, err := container.New(container.Config{Engine: container.Engine(e), Image: cfg.Image})
-		if err != nil {
-			notes = append(notes, fmt.Sprintf("container-%s left out: %v", e, err))
-			continue
-		}
-		coldRun := runner(c, program, layers.Full())
-		rows = append(rows, &row{name: "container-" + e, prep: quiet, run: coldRun, close: func() { c.Close() }})
-		for _, n := range cfg.Pools {
-			p, err := container.New(container.Config{Engine: container.Engine(e), Image: cfg.Image, Pool: &sandbox.PoolConfig{Size: n}})
+	if cfg.Image != "" {
+		for _, e := range cfg.Engines {
+			c, err := container.New(container.Config{Engine: container.Engine(e), Image: cfg.Image})
 			if err != nil {
-				notes = append(notes, fmt.Sprintf("pool-%d-container-%s left out: %v", n, e, err))
+				notes = append(notes, fmt.Sprintf("container-%s left out: %v", e, err))
 				continue
 			}
-			pooled(fmt.Sprintf("pool-%d-container-%s", n, e), p, coldRun)
+			coldRun := runner(c, program, layers.Full())
+			rows = append(rows, &row{name: "container-" + e, prep: quiet, run: coldRun, close: func() { c.Close() }})
+			for _, n := range cfg.Pools {
+				p, err := container.New(container.Config{Engine: container.Engine(e), Image: cfg.Image, Pool: &sandbox.PoolConfig{Size: n}})
+				if err != nil {
+					notes = append(notes, fmt.Sprintf("pool-%d-container-%s left out: %v", n, e, err))
+					continue
+				}
+				pooled(fmt.Sprintf("pool-%d-container-%s", n, e), p, coldRun)
+			}
 		}
+	}
+	// Last, so that the rows before them keep their order.
+	if cfg.CLI != "" {
+		served, err := serveRows(cfg, program, fullRun)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("serve rows left out: %v", err))
+		}
+		rows = append(rows, served...)
 	}
 	return rows, sb, notes, nil
 }

@@ -4,7 +4,9 @@
 //	psych run [flags] FILE|-
 //	psych run --backend container [--engine E] [--image REF] [flags] FILE|-
 //	psych run --demo-tools [--approve yes|no|ask] [--store FILE] FILE|-
+//	psych run --host unix:///PATH|tcp://HOST:PORT|tls://HOST:PORT [--token-file F] [flags] FILE|-
 //	psych runs list|show|replay --store FILE [ID]
+//	psych serve [--listen ADDR] [--pool N] [flags]
 //	psych doctor | psych bench
 //
 // The commands are packages of their own under cmd/internal/commands; this
@@ -34,7 +36,9 @@
 //
 // Exit codes: 0 when a result was produced, whatever the program did; 2 for
 // usage and configuration errors; 3 when the run was refused (a Require…
-// option the host cannot meet); 1 for a host fault; 130 when interrupted.
+// option the host cannot meet); 1 for a host fault; 75 when a server
+// (psych run --host) refused the run for now (429, 503); 130 when
+// interrupted.
 // runs replay exits 0 when the run is reproduced, 1 on a divergence and 4
 // on a host fault.
 package cli
@@ -55,6 +59,7 @@ const (
 	ExitHostFault   = 1   // the host failed
 	ExitUsage       = 2   // a usage or configuration error
 	ExitRefused     = 3   // the run was refused: a Require… option the host cannot meet
+	ExitRetry       = 75  // a server refused the run for now (429, 503): retry later (EX_TEMPFAIL)
 	ExitInterrupted = 130 // SIGINT or SIGTERM
 )
 
@@ -76,6 +81,8 @@ type Command struct {
 var Rest = Command{rest: true}
 
 const usage = `usage: psych run [flags] FILE|-
+       psych run --host unix:///PATH|tcp://HOST:PORT|tls://HOST:PORT [flags] FILE|-
+       psych serve [--listen ADDR] [--pool N] [flags]
        psych runs list|show|replay --store FILE [ID]
        psych doctor [--json] [--python PATH] [--require-cgroup] [--image REF]
 

@@ -24,6 +24,7 @@ type ContainerOptions struct {
 	EnvAllowlist                   []string
 	RequireNetworkDenial           bool
 	MaxOutputBytes                 int
+	Pool                           *sandbox.PoolConfig
 }
 
 // ContainerBackend makes the container backend and its close; psych-full
@@ -39,6 +40,10 @@ type SandboxFlags struct {
 	backend, engine, image, containerPython        string
 	env                                            envList
 	maxOutput                                      ByteSize
+
+	// Pool, when set before New, asks the backend for a warm pool (psych
+	// serve --pool).
+	Pool *sandbox.PoolConfig
 }
 
 // Register registers the flags on fs.
@@ -82,6 +87,7 @@ func (f *SandboxFlags) New(container ContainerBackend) (sandbox.Sandbox, func(),
 			AllowFallback:        f.allowFallback,
 			RequireCgroup:        f.requireCgroup,
 			MaxOutputBytes:       int(f.maxOutput),
+			Pool:                 f.Pool,
 		})
 		if errors.Is(err, subprocess.ErrNoUserNamespace) {
 			return nil, nil, fmt.Errorf("%w; pass --allow-fallback to run with weaker isolation (no namespaces and no filesystem view: files confined by Landlock where the kernel has it, IPv4 and IPv6 sockets refused without --network); `psych doctor` says what this host gives", err)
@@ -105,9 +111,56 @@ func (f *SandboxFlags) New(container ContainerBackend) (sandbox.Sandbox, func(),
 			EnvAllowlist:         f.env.names(),
 			RequireNetworkDenial: f.requireDenial,
 			MaxOutputBytes:       int(f.maxOutput),
+			Pool:                 f.Pool,
 		})
 	}
 	return nil, nil, fmt.Errorf("--backend %q: want subprocess or container: %w", f.backend, sandbox.ErrInvalidConfig)
+}
+
+// Describe names the backend, engine and interpreter the flags ask for
+// (empty where the backend's default applies), for psych serve's
+// /v1/info.
+func (f *SandboxFlags) Describe() (backend, engine, python string) {
+	if f.Container() {
+		return f.backend, f.engine, f.containerPython
+	}
+	return f.backend, "", f.python
+}
+
+// EnvNames are the variables --env names, which a run may set: psych
+// serve's allowlist.
+func (f *SandboxFlags) EnvNames() []string { return f.env.names() }
+
+// Requirements are the Require… flags, which a run through a server checks
+// against the server's self-check and the Result, and --allow-fallback.
+type Requirements struct {
+	NetworkDenial, Cgroup, AllowFallback bool
+}
+
+// Requirements returns what the flags require of a run.
+func (f *SandboxFlags) Requirements() Requirements {
+	return Requirements{NetworkDenial: f.requireDenial, Cgroup: f.requireCgroup, AllowFallback: f.allowFallback}
+}
+
+// EnvValues are the variables --env names with their values, for a run
+// through a server: NAME=VALUE's value, and for a bare NAME psych's own
+// (left out where psych has none, as a local run leaves it out); nil
+// without any.
+func (f *SandboxFlags) EnvValues() map[string]string {
+	var out map[string]string
+	for _, v := range f.env.stringList {
+		name, value, ok := strings.Cut(v, "=")
+		if !ok {
+			if value, ok = os.LookupEnv(name); !ok {
+				continue
+			}
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[name] = value
+	}
+	return out
 }
 
 // stringList is a repeatable string flag.

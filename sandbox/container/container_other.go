@@ -42,3 +42,6 @@ func (*Sandbox) Close() error { return nil }
 
 // WaitWarm returns at once in this build: no pool exists.
 func (*Sandbox) WaitWarm(context.Context) error { return nil }
+
+// PoolStatus is zero in this build: no pool exists.
+func (*Sandbox) PoolStatus() sandbox.PoolStatus { return sandbox.PoolStatus{} }

@@ -24,6 +24,9 @@ func waitWarm(t *testing.T, s *Sandbox) {
 	if err := s.WaitWarm(ctx); err != nil {
 		t.Fatalf("WaitWarm: %v", err)
 	}
+	if st := sandbox.PoolStatusOf(s); st.Size != s.cfg.Pool.Size || st.Ready != st.Size {
+		t.Fatalf("PoolStatus after WaitWarm: %+v, want size and ready %d", st, s.cfg.Pool.Size)
+	}
 }
 
 // TestPoolCloseLeavesNothing: a served pooled container and the unserved

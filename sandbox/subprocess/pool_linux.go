@@ -53,6 +53,15 @@ func (s *Sandbox) startPool(pc sandbox.PoolConfig) error {
 	return err
 }
 
+// PoolStatus is the pool's size and how many sandboxes are ready now;
+// zero without a pool.
+func (s *Sandbox) PoolStatus() sandbox.PoolStatus {
+	if s.pool == nil {
+		return sandbox.PoolStatus{}
+	}
+	return sandbox.PoolStatus{Size: s.cfg.Pool.Size, Ready: s.pool.Ready()}
+}
+
 // WaitWarm blocks until the pool holds its Size sandboxes ready (at once
 // without a pool), or ctx ends.
 func (s *Sandbox) WaitWarm(ctx context.Context) error {

@@ -94,6 +94,19 @@ func TestPoolRefusedWithoutItsNeeds(t *testing.T) {
 // TestPoolClose: the pooled sandboxes, served and never served, are gone
 // after Close, and a Run after it fails with ErrClosed. (What one run
 // leaves is not in the next: the pooled contract suite's NoStateAcrossRuns.)
+// TestPoolStatus: a pooled Sandbox tells its size and how many are ready;
+// one without a pool tells zero.
+func TestPoolStatus(t *testing.T) {
+	s := newPooled(t, 2, Config{})
+	if st := sandbox.PoolStatusOf(s); st != (sandbox.PoolStatus{Size: 2, Ready: 2}) {
+		t.Fatalf("PoolStatus of a full pool of 2: %+v", st)
+	}
+	cold := newTestSandbox(t, Config{})
+	if st := sandbox.PoolStatusOf(cold); st != (sandbox.PoolStatus{}) {
+		t.Fatalf("PoolStatus without a pool: %+v", st)
+	}
+}
+
 func TestPoolClose(t *testing.T) {
 	s := newPooled(t, 2, Config{})
 	wantWarm(t, runReq(t, s, sandbox.Request{Code: "open('/tmp/x', 'w').write('x')"}))

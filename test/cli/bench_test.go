@@ -135,6 +135,10 @@ func TestBenchLayers(t *testing.T) {
 				}
 			}
 		case r.Name == "ctr-run":
+		case r.Name == "serve", r.Name == "serve-saturation":
+			if r.Attestation == nil || r.Attestation.Mode != "namespaces" || r.Name == "serve" && !r.Attestation.Warm {
+				t.Errorf("row %s: want a full attestation (warm, for serve): %+v", r.Name, r.Attestation)
+			}
 		default:
 			t.Errorf("unexpected row %s", r.Name)
 		}
@@ -169,10 +173,22 @@ func TestBenchPool(t *testing.T) {
 			ExecsPerS   float64  `json:"execs_per_s"`
 			Attestation *sandbox.Isolation
 		}
-		Notes []string
+		Notes     []string
+		ServeTool *struct {
+			CallUS  float64 `json:"call_us"`
+			FloorUS float64 `json:"floor_us"`
+		} `json:"serve_tool"`
+		ServeRSS *struct {
+			IdleKiB   float64 `json:"idle_kib"`
+			LoadedKiB float64 `json:"loaded_kib"`
+			Queued    int
+		} `json:"serve_rss"`
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("bench --json: %v\n%s", err, out)
+	}
+	if rep.ServeTool == nil || rep.ServeTool.CallUS <= 0 || rep.ServeTool.FloorUS <= 0 || rep.ServeRSS == nil || rep.ServeRSS.IdleKiB <= 0 || rep.ServeRSS.LoadedKiB <= 0 || rep.ServeRSS.Queued != 64 {
+		t.Errorf("no client tool round trip or server RSS: %+v %+v", rep.ServeTool, rep.ServeRSS)
 	}
 	var names []string
 	for _, r := range rep.Rows {
@@ -183,7 +199,7 @@ func TestBenchPool(t *testing.T) {
 		sat := strings.HasSuffix(r.Name, "-saturation")
 		switch {
 		case r.Name == "python":
-		case strings.HasPrefix(r.Name, "pool-") && !sat:
+		case (strings.HasPrefix(r.Name, "pool-") || r.Name == "serve") && !sat:
 			if r.Attestation == nil || !r.Attestation.Warm {
 				t.Errorf("row %s: its run was not warm: %+v", r.Name, r.Attestation)
 			}
@@ -203,5 +219,9 @@ func TestBenchPool(t *testing.T) {
 	}
 	if !slices.Equal(names[:min(len(names), len(want))], want) {
 		t.Fatalf("rows %v, want %v first (notes %v)", names, want, rep.Notes)
+	}
+	// The rows through psych serve come last.
+	if got := names[max(len(names)-2, 0):]; !slices.Equal(got, []string{"serve-saturation", "serve"}) {
+		t.Fatalf("rows %v, want serve-saturation and serve last (notes %v)", names, rep.Notes)
 	}
 }

@@ -126,6 +126,17 @@ func TestImportRules(t *testing.T) {
 				}
 			}
 		}
+		// The API's client imports sandbox and api only (the lean psych
+		// links it): never the root package, a backend, the server,
+		// containerd, gRPC, SQLite or prometheus.
+		if under(path, "client") {
+			for _, d := range p.Deps {
+				if strings.HasPrefix(d, module) && !under(d, "sandbox", "api", "client") || under(d, "sandbox/subprocess", "sandbox/container", "sandbox/internal") ||
+					strings.HasPrefix(d, "github.com/containerd/") || strings.HasPrefix(d, "google.golang.org/grpc") || strings.HasPrefix(d, "modernc.org/") || strings.HasPrefix(d, "github.com/prometheus/") {
+					t.Errorf("%s depends on %s", path, d)
+				}
+			}
+		}
 		// The leaves import nothing of this module.
 		if under(path, "cgroups", "seccomp", "netns", "egress", "internal/echofloor") {
 			for _, d := range p.Deps {
@@ -151,6 +162,9 @@ func TestImportRules(t *testing.T) {
 	}
 	if tu, ok := pkgs[module+"/internal/testutil"]; !ok || !slices.Contains(tu.Deps, "os/exec") {
 		t.Fatalf("go list shows no internal/testutil, or no dependency of it on os/exec")
+	}
+	if !slices.Contains(pkgs[module+"/client"].Deps, module+"/api") {
+		t.Fatalf("go list shows no dependency of client on api")
 	}
 	if checked < 7 {
 		t.Fatalf("checked only %d sandbox packages", checked)

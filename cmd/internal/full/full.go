@@ -40,6 +40,7 @@ func Container(o cli.ContainerOptions) (sandbox.Sandbox, func(), error) {
 		EnvAllowlist:         o.EnvAllowlist,
 		RequireNetworkDenial: o.RequireNetworkDenial,
 		MaxOutputBytes:       o.MaxOutputBytes,
+		Pool:                 o.Pool,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -7,6 +7,18 @@
 // psych-full; psych-full's (New with cmd/internal/full's backend and
 // Runtime) has them all. This package links neither the container backend
 // nor a psych.Runtime: the lean psych imports it.
+//
+// With --host ADDR (or PSYCH_HOST) the run goes through a psych serve
+// instead (remote.go, the client package): the same output, JSON and exit
+// codes, plus cli.ExitRetry (75) when the server refuses it for now (429,
+// 503); 400, 401, 403 exit 2, a host fault or an unreachable server 1.
+// --env NAME sends psych's own value; --require-* are checked against the
+// server's self-check and the run's attestation; --approve answers the
+// server's approval events (ask: on /dev/tty, with a prompt of its own,
+// since cmd/internal/full's is psych.Approver's and the lean psych links
+// no Runtime). The flags that configure a Sandbox or the local tool path
+// (--python, --backend, --engine, --image, --container-python, --store,
+// --demo-tools, --max-output) are a usage error with it.
 package run
 
 import (
@@ -57,6 +69,7 @@ type flags struct {
 	cli.SandboxFlags
 	json, network, demoTools       bool
 	approve, store                 string
+	host, tokenFile                string
 	cpu, wall, approval            float64
 	processes, openFiles           int
 	addressSpace, fileSize, memory cli.ByteSize
@@ -82,6 +95,8 @@ func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	f.SandboxFlags.Register(fs)
 	fs.StringVar(&f.approve, "approve", "no", "answer to a destructive tool's approval: yes, no, or ask (on the terminal)")
 	fs.StringVar(&f.store, "store", "", "record the run and its tool calls into this SQLite file")
+	fs.StringVar(&f.host, "host", "", "run through the psych serve at this address: unix:///PATH, tcp://HOST:PORT or tls://HOST:PORT (default $PSYCH_HOST; without either, run here)")
+	fs.StringVar(&f.tokenFile, "token-file", "", "with --host: the file holding the server's bearer token (default $PSYCH_TOKEN)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cli.ExitOK
@@ -90,6 +105,16 @@ func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprint(stderr, "psych run: want exactly one FILE or - (stdin)\n")
+		return cli.ExitUsage
+	}
+	if f.host == "" {
+		f.host = os.Getenv("PSYCH_HOST")
+	}
+	if f.host != "" {
+		return remote(&f, fs, stdin, stdout, stderr)
+	}
+	if f.tokenFile != "" {
+		fmt.Fprint(stderr, "psych run: --token-file is for a run through a server (--host or PSYCH_HOST)\n")
 		return cli.ExitUsage
 	}
 	whole := append([]string{"run"}, args...)
@@ -102,25 +127,9 @@ func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	if f.demoTools && c.Execute == nil {
 		return cli.HandOver(stderr, whole, "--demo-tools")
 	}
-	code, err := cli.ReadProgram(fs.Arg(0), stdin)
-	if err != nil {
-		fmt.Fprintf(stderr, "psych run: %v\n", err)
-		return cli.ExitUsage
-	}
-	for _, l := range []struct {
-		flag  string
-		value float64
-	}{{"cpu-seconds", f.cpu}, {"wall-seconds", f.wall}, {"approval-seconds", f.approval}, {"processes", float64(f.processes)}, {"open-files", float64(f.openFiles)}} {
-		if l.value < 0 {
-			fmt.Fprintf(stderr, "psych run: --%s %g: must not be negative\n", l.flag, l.value)
-			return cli.ExitUsage
-		}
-	}
-	switch f.approve {
-	case "yes", "no", "ask":
-	default:
-		fmt.Fprintf(stderr, "psych run: --approve %q: want yes, no or ask\n", f.approve)
-		return cli.ExitUsage
+	code, status := f.program(fs.Arg(0), stdin, stderr)
+	if status != cli.ExitOK {
+		return status
 	}
 	interrupts := watchInterrupts()
 	sb, closeSandbox, err := f.SandboxFlags.New(c.Container)
@@ -128,22 +137,7 @@ func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		return report(stderr, err)
 	}
 	defer closeSandbox()
-	req := sandbox.Request{
-		Code:    code,
-		Network: f.network,
-		Env:     f.Env(),
-		Limits: sandbox.Limits{
-			CPUSeconds:        f.cpu,
-			AddressSpaceBytes: int64(f.addressSpace),
-			FileSizeBytes:     int64(f.fileSize),
-			ProcessCount:      f.processes,
-			WallSeconds:       f.wall,
-			MemoryBytes:       int64(f.memory),
-			StackBytes:        int64(f.stack),
-			OpenFiles:         f.openFiles,
-			ApprovalSeconds:   f.approval,
-		},
-	}
+	req := sandbox.Request{Code: code, Network: f.network, Env: f.Env(), Limits: f.limits()}
 	ctx, stop := interrupts()
 	defer stop()
 	var res *sandbox.Result
@@ -155,7 +149,6 @@ func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	if err != nil && res == nil {
 		return report(stderr, err)
 	}
-	status := cli.ExitOK
 	if err != nil { // the result is in; recording it failed
 		fmt.Fprintf(stderr, "psych run: %v\n", err)
 		status = cli.ExitHostFault
@@ -171,6 +164,47 @@ func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	}
 	cli.PrintResult(res, stdout, stderr)
 	return status
+}
+
+// program reads the program and checks the flags both paths share: the
+// exit status is not ExitOK when one is wrong.
+func (f *flags) program(name string, stdin io.Reader, stderr io.Writer) (string, int) {
+	code, err := cli.ReadProgram(name, stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "psych run: %v\n", err)
+		return "", cli.ExitUsage
+	}
+	for _, l := range []struct {
+		flag  string
+		value float64
+	}{{"cpu-seconds", f.cpu}, {"wall-seconds", f.wall}, {"approval-seconds", f.approval}, {"processes", float64(f.processes)}, {"open-files", float64(f.openFiles)}} {
+		if l.value < 0 {
+			fmt.Fprintf(stderr, "psych run: --%s %g: must not be negative\n", l.flag, l.value)
+			return "", cli.ExitUsage
+		}
+	}
+	switch f.approve {
+	case "yes", "no", "ask":
+	default:
+		fmt.Fprintf(stderr, "psych run: --approve %q: want yes, no or ask\n", f.approve)
+		return "", cli.ExitUsage
+	}
+	return code, cli.ExitOK
+}
+
+// limits are the limits the flags set.
+func (f *flags) limits() sandbox.Limits {
+	return sandbox.Limits{
+		CPUSeconds:        f.cpu,
+		AddressSpaceBytes: int64(f.addressSpace),
+		FileSizeBytes:     int64(f.fileSize),
+		ProcessCount:      f.processes,
+		WallSeconds:       f.wall,
+		MemoryBytes:       int64(f.memory),
+		StackBytes:        int64(f.stack),
+		OpenFiles:         f.openFiles,
+		ApprovalSeconds:   f.approval,
+	}
 }
 
 func report(stderr io.Writer, err error) int { return cli.Report(stderr, "psych run", err) }

@@ -1,0 +1,270 @@
+// Package serve is `psych serve`: a resident psych (package server) over
+// one Sandbox (the sandbox flags choose it; --pool N keeps N warm), a
+// psych.Runtime and, with --store, the SQLite ledger, serving psych's API
+// on every --listen address until SIGTERM or SIGINT, which drain it
+// (runs in flight finish within --drain-timeout) and exit 0.
+//
+// Exit codes: 2 for a usage or configuration error, a second server on a
+// live socket among them (nothing is served); 1 when the server cannot
+// start (the self-check run failed) or a listener fails while serving; 0
+// after a drain. psych-full has it; the lean psych hands it over.
+package serve
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/psych-runtime/psych"
+	"github.com/psych-runtime/psych/api"
+	"github.com/psych-runtime/psych/cmd/internal/full"
+	"github.com/psych-runtime/psych/internal/cli"
+	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/server"
+)
+
+// Command is psych serve.
+var Command = cli.Command{Name: "serve", Run: func(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	return command(args, stderr)
+}}
+
+// list is a repeatable string flag.
+type list []string
+
+func (l *list) String() string     { return strings.Join(*l, ",") }
+func (l *list) Set(v string) error { *l = append(*l, v); return nil }
+
+// ids is a repeatable flag of numeric ids, each value one id or several
+// separated by commas.
+type ids []uint32
+
+func (l *ids) String() string { return fmt.Sprint(*l) }
+func (l *ids) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32)
+		if err != nil {
+			return fmt.Errorf("%q is not a numeric id", s)
+		}
+		*l = append(*l, uint32(n))
+	}
+	return nil
+}
+
+type flags struct {
+	cli.SandboxFlags
+	listen                         list
+	tokenFile, tlsCert, tlsKey     string
+	metricsListen, store           string
+	allowUIDs, allowGIDs           ids
+	maxRuns, queue, pool           int
+	queueTimeout, drainTimeout     time.Duration
+	maxRequest                     cli.ByteSize
+	allowNetwork                   bool
+	maxCPU, maxWall, maxApproval   float64
+	maxProcesses, maxOpenFiles     int
+	maxAddress, maxMemory, maxFile cli.ByteSize
+	maxStack                       cli.ByteSize
+}
+
+func command(args []string, stderr io.Writer) int {
+	var f flags
+	fs := flag.NewFlagSet("psych serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Var(&f.listen, "listen", "serve the API here: unix:///PATH, tcp://HOST:PORT or tls://HOST:PORT (repeatable; default unix://"+server.DefaultSocket()+")")
+	fs.StringVar(&f.tokenFile, "token-file", "", "the file holding the bearer token a tcp:// or tls:// listener requires (at least 16 bytes)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "a tls:// listener's certificate (PEM)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "a tls:// listener's key (PEM)")
+	fs.Var(&f.allowUIDs, "allow-uid", "a uid a Unix socket serves besides root and the server's own (repeatable, or comma-separated)")
+	fs.Var(&f.allowGIDs, "allow-gid", "a primary gid a Unix socket serves (repeatable, or comma-separated)")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve /healthz, /readyz and /metrics without auth here (HOST:PORT, tcp://HOST:PORT or unix:///PATH)")
+	fs.IntVar(&f.maxRuns, "max-runs", 0, "runs in flight at most (default: the pool's size, at least 2)")
+	fs.IntVar(&f.queue, "queue", server.DefaultQueue, "requests waiting for a slot at most, in order (0: none)")
+	fs.DurationVar(&f.queueTimeout, "queue-timeout", server.DefaultQueueTimeout, "how long a request may wait in the queue")
+	fs.IntVar(&f.pool, "pool", 0, "keep this many sandboxes started ahead of requests (0: every run starts cold)")
+	fs.Var(&f.maxRequest, "max-request-bytes", "a request body's cap (default 16MiB)")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", server.DefaultDrainTimeout, "on SIGTERM or SIGINT, how long runs in flight may finish before they are cancelled")
+	fs.BoolVar(&f.allowNetwork, "allow-network", false, "let a request ask for the network")
+	fs.StringVar(&f.store, "store", "", "record every run and tool call into this SQLite file (GET /v1/runs reads it)")
+	fs.Float64Var(&f.maxCPU, "max-cpu-seconds", 0, "the most CPU a request may ask for (default: the default, 10)")
+	fs.Float64Var(&f.maxWall, "max-wall-seconds", 0, "the most wall clock a request may ask for (default 30)")
+	fs.Float64Var(&f.maxApproval, "max-approval-seconds", 0, "the most suspended time a request may ask for (default 600)")
+	fs.IntVar(&f.maxProcesses, "max-processes", 0, "the most processes a request may ask for (default 64)")
+	fs.IntVar(&f.maxOpenFiles, "max-open-files", 0, "the most open files a request may ask for (default 1024)")
+	fs.Var(&f.maxAddress, "max-address-space", "the most address space a request may ask for (default 512MiB)")
+	fs.Var(&f.maxMemory, "max-memory", "the most memory a request may ask for (default: the address space's)")
+	fs.Var(&f.maxFile, "max-file-size", "the largest file size a request may ask for (default 10MiB)")
+	fs.Var(&f.maxStack, "max-stack", "the stack a request may ask for (a pooled run has the pool's; default 4MiB)")
+	f.SandboxFlags.Register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cli.ExitOK
+		}
+		return cli.ExitUsage
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprint(stderr, "psych serve: takes no arguments (see psych serve -h)\n")
+		return cli.ExitUsage
+	}
+	for _, n := range []struct {
+		flag  string
+		value float64
+	}{{"max-runs", float64(f.maxRuns)}, {"queue", float64(f.queue)}, {"pool", float64(f.pool)}, {"queue-timeout", f.queueTimeout.Seconds()}, {"drain-timeout", f.drainTimeout.Seconds()},
+		{"max-cpu-seconds", f.maxCPU}, {"max-wall-seconds", f.maxWall}, {"max-approval-seconds", f.maxApproval}, {"max-processes", float64(f.maxProcesses)}, {"max-open-files", float64(f.maxOpenFiles)}} {
+		if n.value < 0 {
+			fmt.Fprintf(stderr, "psych serve: --%s: must not be negative\n", n.flag)
+			return cli.ExitUsage
+		}
+	}
+	if len(f.listen) == 0 {
+		f.listen = list{"unix://" + server.DefaultSocket()}
+	}
+	var token string
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "psych serve: --token-file: %v\n", err)
+			return cli.ExitUsage
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	caps := sandbox.Limits{
+		CPUSeconds: f.maxCPU, WallSeconds: f.maxWall, ApprovalSeconds: f.maxApproval,
+		ProcessCount: f.maxProcesses, OpenFiles: f.maxOpenFiles,
+		AddressSpaceBytes: int64(f.maxAddress), MemoryBytes: int64(f.maxMemory), FileSizeBytes: int64(f.maxFile), StackBytes: int64(f.maxStack),
+	}
+	return serve(&f, token, caps, stderr)
+}
+
+func serve(f *flags, token string, caps sandbox.Limits, stderr io.Writer) int {
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	fail := func(status int, format string, args ...any) int {
+		fmt.Fprintf(stderr, "psych serve: "+format+"\n", args...)
+		return status
+	}
+	// The listeners first: a second server on a live socket stops here,
+	// before it makes a sandbox.
+	var listeners []*server.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	for _, addr := range f.listen {
+		l, err := server.Listen(addr, server.ListenOptions{TLSCert: f.tlsCert, TLSKey: f.tlsKey})
+		if err != nil {
+			if errors.Is(err, server.ErrSocketInUse) {
+				return fail(cli.ExitUsage, "%v (another psych serve is listening there)", err)
+			}
+			return fail(cli.ExitUsage, "--listen: %v", err)
+		}
+		if l.Kind != "unix" && token == "" {
+			l.Close()
+			return fail(cli.ExitUsage, "--listen %s: a tcp:// or tls:// listener needs --token-file (no exception for loopback)", addr)
+		}
+		listeners = append(listeners, l)
+	}
+	var metrics net.Listener
+	if f.metricsListen != "" {
+		var err error
+		if metrics, err = listenMetrics(f.metricsListen); err != nil {
+			return fail(cli.ExitUsage, "--metrics-listen: %v", err)
+		}
+		defer metrics.Close()
+	}
+
+	if f.pool > 0 {
+		f.Pool = &sandbox.PoolConfig{Size: f.pool, Caps: caps}
+	}
+	sb, closeSandbox, err := f.SandboxFlags.New(full.Container)
+	if err != nil {
+		return cli.Report(stderr, "psych serve", err)
+	}
+	defer closeSandbox()
+	cfg := psych.Config{Sandbox: sb}
+	var store psych.Store
+	if f.store != "" {
+		st, err := full.OpenStore(f.store)
+		if err != nil {
+			return fail(cli.ExitUsage, "--store: %v", err)
+		}
+		defer st.Close()
+		cfg.Store, store = st, st
+	}
+	rt, err := psych.New(cfg)
+	if err != nil {
+		return cli.Report(stderr, "psych serve", err)
+	}
+	backend, engine, python := f.Describe()
+	srv, err := server.New(server.Config{
+		Runtime: rt, Sandbox: sb, Store: store,
+		Info:         api.Info{Backend: backend, Engine: engine, Interpreter: python, EnvAllowlist: f.EnvNames()},
+		Caps:         caps,
+		AllowNetwork: f.allowNetwork,
+		MaxRuns:      f.maxRuns,
+		Queue:        map[bool]int{true: server.QueueNone, false: f.queue}[f.queue == 0],
+		QueueTimeout: f.queueTimeout, DrainTimeout: f.drainTimeout,
+		MaxRequestBytes: int64(f.maxRequest),
+		AllowUIDs:       f.allowUIDs, AllowGIDs: f.allowGIDs, Token: token,
+		Logger: log,
+	})
+	if err != nil {
+		return fail(cli.ExitUsage, "%v", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	served := make(chan error, len(listeners)+1)
+	for _, l := range listeners {
+		go func() { served <- srv.Serve(l) }()
+	}
+	listeners = nil // Shutdown closes them
+	if metrics != nil {
+		go func() { served <- srv.ServeMetrics(metrics) }()
+	}
+	status := cli.ExitOK
+	if err := srv.Start(ctx); err != nil && ctx.Err() == nil {
+		fmt.Fprintf(stderr, "psych serve: %v\n", err)
+		status = cli.ExitHostFault
+	} else if ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case err := <-served:
+			fmt.Fprintf(stderr, "psych serve: %v\n", err)
+			status = cli.ExitHostFault
+		}
+	}
+	stop()
+	dctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout+30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(dctx); err != nil {
+		fmt.Fprintf(stderr, "psych serve: %v\n", err)
+		status = cli.ExitHostFault
+	}
+	return status
+}
+
+// listenMetrics opens the metrics listener: HOST:PORT, tcp://HOST:PORT or
+// unix:///PATH.
+func listenMetrics(addr string) (net.Listener, error) {
+	if !strings.Contains(addr, "://") {
+		return net.Listen("tcp", addr)
+	}
+	kind, where, err := server.ParseAddress(addr)
+	if err != nil {
+		return nil, err
+	}
+	if kind == "tls" {
+		return nil, fmt.Errorf("%s: the metrics listener is plain tcp:// or unix://", addr)
+	}
+	return net.Listen(map[bool]string{true: "unix", false: "tcp"}[kind == "unix"], where)
+}

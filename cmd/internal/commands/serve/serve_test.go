@@ -1,0 +1,38 @@
+package serve
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/psych-runtime/psych/internal/cli"
+)
+
+// TestRefusedBeforeServing: what psych serve refuses it refuses at once,
+// exit 2, before it makes a sandbox: a TCP listener without a token, a
+// negative bound, an address it does not understand, an argument.
+func TestRefusedBeforeServing(t *testing.T) {
+	token := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(token, []byte("0123456789abcdef\n"), 0o600)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", "tcp://127.0.0.1:0"}, "needs --token-file"},
+		{[]string{"--listen", "tls://127.0.0.1:0", "--token-file", token}, "certificate"},
+		{[]string{"--listen", "http://127.0.0.1:80"}, "--listen"},
+		{[]string{"--listen", "unix://relative.sock"}, "--listen"},
+		{[]string{"--max-runs", "-1"}, "--max-runs: must not be negative"},
+		{[]string{"--queue-timeout", "-1s"}, "--queue-timeout: must not be negative"},
+		{[]string{"--token-file", "/nonexistent/token"}, "--token-file"},
+		{[]string{"--metrics-listen", "tls://127.0.0.1:0", "--listen", "unix://" + filepath.Join(t.TempDir(), "s.sock")}, "--metrics-listen"},
+		{[]string{"extra"}, "takes no arguments"},
+	} {
+		var stderr bytes.Buffer
+		if got := command(tc.args, &stderr); got != cli.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("psych serve %v: exit %d, %q; want %d and %q", tc.args, got, stderr.String(), cli.ExitUsage, tc.want)
+		}
+	}
+}

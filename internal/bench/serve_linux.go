@@ -1,0 +1,226 @@
+//go:build linux
+
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/psych-runtime/psych/client"
+	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/demotools"
+)
+
+// servePool is the serve rows' server's warm pool.
+const servePool = 2
+
+// serveRows are the rows through a psych serve (started from cfg.CLI, which
+// hands serve to psych-full, with --pool 2, no store, --max-runs at the
+// saturation's concurrency), on a Unix socket in a temporary directory:
+//
+//   - serve: `psych run --json --host` as a whole process, each execution
+//     started once the server's pool has refilled, as /v1/info tells;
+//   - serve-saturation: executions through the API (the Go client),
+//     cfg.Saturation at once, beside cold, the library's cold sandbox.
+//
+// Their close stops the server (SIGTERM: a drain).
+func serveRows(cfg Config, program string, cold func(context.Context) (*sandbox.Isolation, error)) ([]*row, error) {
+	dir, err := os.MkdirTemp("", "psych-bench-serve-")
+	if err != nil {
+		return nil, err
+	}
+	sock := filepath.Join(dir, "psych.sock")
+	var stderr bytes.Buffer
+	srv := exec.Command(cfg.CLI, "serve", "--listen", "unix://"+sock, "--python", cfg.Python,
+		"--pool", strconv.Itoa(servePool), "--max-runs", strconv.Itoa(cfg.Saturation))
+	srv.Stderr = &stderr
+	if err := srv.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start psych serve: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { srv.Wait(); close(exited) }()
+	stop := func() {
+		srv.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(time.Minute):
+			srv.Process.Kill()
+			<-exited
+		}
+		os.RemoveAll(dir)
+	}
+	c, err := client.New("unix://"+sock, client.Options{})
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	// Ready once the self-check ran and the pool filled: /v1/info answers
+	// with every pooled sandbox ready.
+	refilled := func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		for {
+			info, err := c.Info(ctx)
+			if err == nil && info.Pool.Size > 0 && info.Pool.Ready == info.Pool.Size {
+				return nil
+			}
+			select {
+			case <-exited:
+				return fmt.Errorf("psych serve exited: %s", bytes.TrimSpace(stderr.Bytes()))
+			case <-ctx.Done():
+				return fmt.Errorf("psych serve's pool not full: %v (%v)", ctx.Err(), err)
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}
+	if err := refilled(context.Background()); err != nil {
+		stop()
+		return nil, err
+	}
+	sb := c.Sandbox()
+	api := func(ctx context.Context) (*sandbox.Isolation, error) {
+		res, err := sb.Run(ctx, sandbox.Request{Code: program})
+		if err != nil {
+			return nil, err
+		}
+		if res.Failure != nil {
+			return res.Isolation, fmt.Errorf("the program failed: %s", res.Failure.Type)
+		}
+		return res.Isolation, nil
+	}
+	host := func(ctx context.Context) (*sandbox.Isolation, error) {
+		cmd := exec.CommandContext(ctx, cfg.CLI, "run", "--json", "--host", "unix://"+sock, "-")
+		cmd.Stdin = strings.NewReader(program)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("%w: %s", err, bytes.TrimSpace(errOut.Bytes()))
+		}
+		var res sandbox.Result
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+			return nil, err
+		}
+		if res.Failure != nil {
+			return res.Isolation, fmt.Errorf("the program failed: %s", res.Failure.Type)
+		}
+		return res.Isolation, nil
+	}
+	// Each execution's refill is waited for after it too, so that no row
+	// after it is measured beside the server's refill.
+	settle := func() { refilled(context.Background()) }
+	measure := func(ctx context.Context, rep *Report) error {
+		if err := refilled(ctx); err != nil {
+			return err
+		}
+		var err error
+		if rep.ServeTool, err = serveTool(ctx, sb, cfg.Python); err != nil {
+			return err
+		}
+		rep.ServeRSS, err = serveRSS(ctx, sb, srv.Process.Pid, cfg.Saturation)
+		return err
+	}
+	return []*row{
+		{name: "serve-saturation", run: api, prep: refilled, settle: settle, saturate: true, cold: cold, report: measure},
+		{name: "serve", run: host, prep: refilled, settle: settle, close: func() { c.Close(); stop() }},
+	}, nil
+}
+
+// serveRounds is how many times each side of the client tool's round trip
+// runs (fewer than the library's floorRounds: each round through the
+// server is a few seconds on a loaded machine).
+const serveRounds = 3
+
+// serveTool measures echo(i=1) as a tool the client declares, answered by
+// the client through the server (program, server, client, server,
+// program), and the raw echo floor, alternately, keeping each side's best
+// median (see bindingFloor).
+func serveTool(ctx context.Context, sb sandbox.Sandbox, python string) (*Binding, error) {
+	var call, floor []float64
+	for range serveRounds {
+		res, err := sb.Run(ctx, sandbox.Request{Code: medianLoop("", "echo(i=1)"), Bindings: demotools.Bindings{}})
+		if err != nil {
+			return nil, err
+		}
+		if res.Failure != nil {
+			return nil, fmt.Errorf("client tool loop: %s", res.Failure.Message)
+		}
+		v, err := strconv.ParseFloat(string(res.Value), 64)
+		if err != nil {
+			return nil, err
+		}
+		call = append(call, v*1e6)
+		f, err := echoFloor(python)
+		if err != nil {
+			return nil, err
+		}
+		floor = append(floor, f*1e6)
+	}
+	c, f := slices.Min(call), slices.Min(floor)
+	return &Binding{CallUS: c, FloorUS: f, Ratio: c / f, CallRoundsUS: call, FloorRoundsUS: floor}, nil
+}
+
+// serveQueued is how many runs wait in the server's queue while its RSS is
+// read (its default queue's size).
+const serveQueued = 64
+
+// serveRSS reads the server's VmRSS idle, then its peak over a second with
+// inFlight runs asleep and serveQueued more waiting, which are then
+// cancelled.
+func serveRSS(ctx context.Context, sb sandbox.Sandbox, pid, inFlight int) (*ServeRSS, error) {
+	idle := pidRSSKiB(pid)
+	if idle == 0 {
+		return nil, fmt.Errorf("no VmRSS for psych serve (pid %d)", pid)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var ended atomic.Int32 // before the cancel: refused, or failed
+	for range inFlight + serveQueued {
+		wg.Go(func() {
+			sb.Run(ctx, sandbox.Request{Code: "import time\ntime.sleep(30)"})
+			if ctx.Err() == nil {
+				ended.Add(1)
+			}
+		})
+	}
+	time.Sleep(500 * time.Millisecond)
+	peak := 0.0
+	for range 10 {
+		peak = max(peak, pidRSSKiB(pid))
+		time.Sleep(100 * time.Millisecond)
+	}
+	n := int(ended.Load())
+	cancel()
+	wg.Wait()
+	if n > 0 {
+		return nil, fmt.Errorf("%d of the %d runs for the RSS ended before it was read (refused?)", n, inFlight+serveQueued)
+	}
+	return &ServeRSS{IdleKiB: idle, LoadedKiB: peak, InFlight: inFlight, Queued: serveQueued}, nil
+}
+
+// pidRSSKiB is a process's VmRSS in KiB, or 0.
+func pidRSSKiB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			return n
+		}
+	}
+	return 0
+}

@@ -1,0 +1,284 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/psych-runtime/psych"
+	"github.com/psych-runtime/psych/api"
+	"github.com/psych-runtime/psych/internal/testutil"
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+const testToken = "0123456789abcdef-test-token"
+
+// serveTCP serves ts's API on a loopback TCP listener too (its Config
+// must have testToken) and returns a client that sends the token.
+func (ts *testServer) serveTCP(t *testing.T) (base string, c *http.Client) {
+	t.Helper()
+	l, err := Listen("tcp://127.0.0.1:0", ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ts.Serve(l)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return "http://" + l.Addr().String(), &http.Client{Transport: bearer{tr}}
+}
+
+type bearer struct{ rt http.RoundTripper }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+testToken)
+	return b.rt.RoundTrip(r)
+}
+
+// answer posts an answer and returns its status.
+func (ts *testServer) answer(t *testing.T, runID, kind, callID string, body any) int {
+	t.Helper()
+	code, b := ts.post(t, "/v1/runs/"+runID+"/"+kind+"/"+callID, jsonString(body))
+	if code != http.StatusNoContent && !json.Valid(b) {
+		t.Fatalf("answer: %d %q", code, b)
+	}
+	return code
+}
+
+func strp(s string) *string { return &s }
+
+// greetTool is a client tool with a schema.
+var greetTool = api.Tool{Name: "greet", Description: "greets",
+	Parameters: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"],"additionalProperties":false}`),
+	Params:     []string{"name"}}
+
+// TestClientToolCall: a client tool's call goes through the tool path
+// (recorded via client), reaches the client as a call event, and its
+// answer (a value or an error) reaches the program; a second answer is
+// 409, an unknown call 404; arguments the schema refuses never reach the
+// client.
+func TestClientToolCall(t *testing.T) {
+	ts := newTestServer(t, serverOpts{})
+	code := "print(greet('ada'))\ntry:\n    greet('bob')\nexcept BindingError as e:\n    print('err', e)\ntry:\n    greet(name=3)\nexcept BindingError as e:\n    print('schema', 'name' in str(e))\n'done'"
+	req := api.RunRequest{ID: "tools-1", Code: code, Bindings: []api.Tool{greetTool}}
+	var calls []*api.Event
+	evs := ts.events(t, "/v1/runs", jsonString(req), func(ev *api.Event) {
+		if ev.Event != api.EventCall {
+			return
+		}
+		calls = append(calls, ev)
+		var args struct{ Name string }
+		json.Unmarshal(ev.Args, &args)
+		if args.Name == "ada" {
+			if c := ts.answer(t, "tools-1", "calls", ev.CallID, api.CallAnswer{Value: json.RawMessage(`"hello ada"`)}); c != http.StatusNoContent {
+				t.Errorf("answer: %d", c)
+			}
+			if c := ts.answer(t, "tools-1", "calls", ev.CallID, api.CallAnswer{Value: json.RawMessage(`"again"`)}); c != http.StatusConflict {
+				t.Errorf("a second answer: %d, want 409", c)
+			}
+			return
+		}
+		if c := ts.answer(t, "tools-1", "calls", "no-such-call", api.CallAnswer{Value: json.RawMessage(`1`)}); c != http.StatusNotFound {
+			t.Errorf("an answer to an unknown call: %d, want 404", c)
+		}
+		if c := ts.answer(t, "tools-1", "calls", ev.CallID, map[string]any{"value": 1, "error": "both"}); c != http.StatusBadRequest {
+			t.Errorf("an answer with value and error: %d, want 400", c)
+		}
+		ts.answer(t, "tools-1", "calls", ev.CallID, api.CallAnswer{Error: strp("no bob here")})
+	})
+	res := evs[len(evs)-1].Result
+	if res == nil || res.Stdout != "hello ada\nerr no bob here\nschema True\n" || string(res.Value) != `"done"` {
+		t.Fatalf("result %+v", evs[len(evs)-1])
+	}
+	if len(calls) != 2 || calls[0].Tool != "greet" {
+		t.Fatalf("call events %v: want 2 (the schema's refusal never reaches the client)", calls)
+	}
+	recs, err := ts.store.Calls(context.Background(), "tools-1")
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("recorded calls %+v, %v", recs, err)
+	}
+	for i, want := range []string{psych.OutcomeOK, psych.OutcomeError, psych.OutcomeInvalid} {
+		if recs[i].Via != psych.ViaClient || recs[i].Outcome != want {
+			t.Errorf("call %d recorded via %s, %s; want via client, %s", i, recs[i].Via, recs[i].Outcome, want)
+		}
+	}
+}
+
+// TestClientToolPolicyAndApproval: the server's Policy decides a client
+// tool's call (a denial never reaches the client); a destructive client
+// tool asks its client (an approval event) with the run frozen meanwhile
+// (suspended_seconds), granted then denied.
+func TestClientToolPolicyAndApproval(t *testing.T) {
+	pol := psych.PolicyFunc(func(ctx context.Context, spec psych.Spec, c psych.Call) psych.Decision {
+		if spec.Name == "forbidden" {
+			return psych.Decision{Verdict: psych.Deny, Reason: "not here"}
+		}
+		return psych.DefaultPolicy.Decide(ctx, spec, c)
+	})
+	ts := newTestServer(t, serverOpts{rt: psych.Config{Policy: pol}})
+	if !sandbox.CanFreeze(ts.sb) {
+		if testutil.InCI() {
+			t.Fatal("CI's machine can freeze a run")
+		}
+		t.Skip("this host cannot freeze a run")
+	}
+	code := "try:\n    forbidden()\nexcept BindingError as e:\n    print('denied:', e)\nprint(rm(path='a'))\ntry:\n    rm(path='b')\nexcept BindingError as e:\n    print('refused:', 'no b' in str(e))"
+	req := api.RunRequest{ID: "tools-2", Code: code, Bindings: []api.Tool{{Name: "forbidden"},
+		{Name: "rm", Params: []string{"path"}, Destructive: true}}}
+	var approvals, calls int
+	evs := ts.events(t, "/v1/runs", jsonString(req), func(ev *api.Event) {
+		switch ev.Event {
+		case api.EventApproval:
+			approvals++
+			time.Sleep(300 * time.Millisecond) // the run is frozen meanwhile
+			var args struct{ Path string }
+			json.Unmarshal(ev.Args, &args)
+			ts.answer(t, "tools-2", "approvals", ev.CallID, api.ApprovalAnswer{Approve: args.Path == "a", Reason: "no b"})
+		case api.EventCall:
+			calls++
+			if ev.Tool != "rm" {
+				t.Errorf("call event for %s: the Policy denied it", ev.Tool)
+			}
+			ts.answer(t, "tools-2", "calls", ev.CallID, api.CallAnswer{Value: json.RawMessage(`"removed"`)})
+		}
+	})
+	res := evs[len(evs)-1].Result
+	if res == nil || !strings.HasPrefix(res.Stdout, "denied: ") || !strings.Contains(res.Stdout, "removed\nrefused: True\n") {
+		t.Fatalf("result %+v", evs[len(evs)-1])
+	}
+	if approvals != 2 || calls != 1 {
+		t.Fatalf("%d approval and %d call events, want 2 and 1", approvals, calls)
+	}
+	if res.Suspended < 500*time.Millisecond {
+		t.Fatalf("suspended %v, want the two approvals' waits (≥ 0.5 s)", res.Suspended)
+	}
+}
+
+// TestClientToolRefusals: a client tool named as one of the server's is
+// 400 (never shadowing it); a request without events cannot answer, so its
+// client tools' calls fail saying so and its asks are denied.
+func TestClientToolRefusals(t *testing.T) {
+	reg := psych.NewRegistry()
+	if err := reg.Register(psych.Spec{Name: "echo", Handler: func(ctx context.Context, c psych.Call) (any, error) { return c.Args, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	ts := newTestServer(t, serverOpts{registry: reg})
+	resp, b := ts.do(t, "POST", "/v1/runs", "", jsonString(api.RunRequest{Code: "1", Bindings: []api.Tool{{Name: "echo"}}}))
+	wantError(t, resp, b, http.StatusBadRequest, api.CodeInvalidRequest)
+	code := "try:\n    greet('x')\nexcept BindingError as e:\n    print(e)\ntry:\n    rm()\nexcept BindingError as e:\n    print(e)\necho(a=1)"
+	res := ts.run(t, jsonString(api.RunRequest{Code: code, Bindings: []api.Tool{greetTool, {Name: "rm", Destructive: true}}}))
+	lines := strings.Split(res.Stdout, "\n")
+	if len(lines) < 2 || !strings.Contains(lines[0], "did not ask for events") || !strings.Contains(lines[1], "did not ask for events") ||
+		string(res.Value) != `{"a":1}` {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+// TestRunOwnership: another peer (a token on TCP) gets 404 for everything
+// about a run in flight; an answer for another run's call is 404; the
+// owner's DELETE cancels it (error{cancelled}, every process killed).
+func TestRunOwnership(t *testing.T) {
+	ts := newTestServer(t, serverOpts{cfg: func(c *Config) { c.Token = testToken }})
+	base, other := ts.serveTCP(t)
+	marker := testutil.NewMarker("psych-server-own")
+	code := "greet('x')\nimport subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', '" + marker + "'])\ntime.sleep(60)"
+	req := api.RunRequest{ID: "own-1", Code: code, Bindings: []api.Tool{greetTool}}
+	evs := ts.events(t, "/v1/runs", jsonString(req), func(ev *api.Event) {
+		if ev.Event != api.EventCall {
+			return
+		}
+		for _, tc := range []struct{ method, path, body string }{
+			{"GET", "/v1/runs/own-1", ""},
+			{"DELETE", "/v1/runs/own-1", ""},
+			{"POST", "/v1/runs/own-1/calls/" + ev.CallID, `{"value":1}`},
+			{"POST", "/v1/runs/own-1/calls/" + ev.CallID + "/suspend", ``},
+		} {
+			r, _ := http.NewRequest(tc.method, base+tc.path, strings.NewReader(tc.body))
+			resp, err := other.Do(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				t.Errorf("another peer's %s %s: %d, want 404", tc.method, tc.path, resp.StatusCode)
+			}
+		}
+		// Another run of the same peer cannot answer this one's call.
+		if c := ts.answer(t, "not-this-run", "calls", ev.CallID, api.CallAnswer{Value: json.RawMessage(`1`)}); c != http.StatusNotFound {
+			t.Errorf("an answer through another run: %d, want 404", c)
+		}
+		ts.answer(t, "own-1", "calls", ev.CallID, api.CallAnswer{Value: json.RawMessage(`1`)})
+		testutil.WaitFor(t, 10*time.Second, "the program sleeping", func() bool { return len(testutil.ProcessesWith(marker)) > 0 })
+		go func() {
+			resp, b := ts.do(t, "DELETE", "/v1/runs/own-1", "", "")
+			if resp.StatusCode != http.StatusNoContent {
+				t.Errorf("DELETE: %d %s", resp.StatusCode, b)
+			}
+		}()
+	})
+	last := evs[len(evs)-1]
+	if last.Event.Event != api.EventError || last.Error.Code != api.CodeCancelled {
+		t.Fatalf("last event %+v, want error{cancelled}", last.Event)
+	}
+	if left := testutil.ProcessesWith(marker); len(left) > 0 {
+		t.Fatalf("processes left after DELETE: %v", left)
+	}
+	resp, b := ts.do(t, "GET", "/v1/runs/own-1", "", "")
+	var run api.Run
+	if resp.StatusCode != 200 || json.Unmarshal(b, &run) != nil || run.Status != api.StatusCancelled {
+		t.Fatalf("GET /v1/runs/own-1 after DELETE: %d %s, want status cancelled", resp.StatusCode, b)
+	}
+}
+
+// TestClientNeverAnswers: a client that never answers its call: the wall
+// limit ends the run, and the call is recorded unanswered (an error).
+func TestClientNeverAnswers(t *testing.T) {
+	ts := newTestServer(t, serverOpts{})
+	req := api.RunRequest{ID: "silent-1", Code: "greet('x')", Limits: sandbox.Limits{WallSeconds: 2}, Bindings: []api.Tool{greetTool}}
+	evs := ts.events(t, "/v1/runs", jsonString(req), nil)
+	res := evs[len(evs)-1].Result
+	if res == nil || res.LimitHit != sandbox.LimitWallSeconds {
+		t.Fatalf("last event %+v, want a result ended by wall_seconds", evs[len(evs)-1].Event)
+	}
+	testutil.WaitFor(t, 5*time.Second, "the call's record", func() bool {
+		recs, _ := ts.store.Calls(context.Background(), "silent-1")
+		return len(recs) == 1
+	})
+	recs, _ := ts.store.Calls(context.Background(), "silent-1")
+	if recs[0].Outcome != psych.OutcomeError || !strings.Contains(recs[0].Error, "no answer") {
+		t.Fatalf("recorded %+v, want an error: no answer", recs[0])
+	}
+}
+
+// TestDirectCall: POST /v1/calls goes through the same tool path (via
+// model): a server tool's Outcome as JSON, a client tool answered over
+// its events, ending in outcome.
+func TestDirectCall(t *testing.T) {
+	reg := psych.NewRegistry()
+	if err := reg.Register(psych.Spec{Name: "echo", Handler: func(ctx context.Context, c psych.Call) (any, error) { return c.Args, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	ts := newTestServer(t, serverOpts{registry: reg})
+	code, b := ts.post(t, "/v1/calls", `{"tool":"echo","args":{"x":1}}`)
+	var out api.Outcome
+	if code != 200 || json.Unmarshal(b, &out) != nil || out.Kind != "ok" || string(out.Value) != `{"x":1}` || out.Decision.Verdict != "allow" {
+		t.Fatalf("direct call: %d %s", code, b)
+	}
+	req := api.CallRequest{ID: "direct-1", Tool: "greet", Args: json.RawMessage(`{"name":"ada"}`), Bindings: []api.Tool{greetTool}}
+	evs := ts.events(t, "/v1/calls", jsonString(req), func(ev *api.Event) {
+		if ev.Event == api.EventCall {
+			ts.answer(t, "direct-1", "calls", ev.CallID, api.CallAnswer{Value: json.RawMessage(`"hi ada"`)})
+		}
+	})
+	last := evs[len(evs)-1]
+	if last.Event.Event != api.EventOutcome || last.Outcome.Kind != "ok" || string(last.Outcome.Value) != `"hi ada"` {
+		t.Fatalf("last event %+v", last.Event)
+	}
+	recs, err := ts.store.Calls(context.Background(), "")
+	if err != nil || len(recs) != 2 || recs[1].Via != psych.ViaModel || recs[1].ID != "direct-1" {
+		t.Fatalf("recorded direct calls %+v, %v", recs, err)
+	}
+}
