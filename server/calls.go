@@ -363,6 +363,7 @@ func (s *Server) postCall(w http.ResponseWriter, r *http.Request) {
 	}
 	if ar.stream == nil {
 		out, e := finish()
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 		if e != nil {
 			writeError(w, e)
 			return

@@ -135,8 +135,8 @@ func (c *Config) setDefaults() error {
 	if err := c.Caps.Validate(); err != nil {
 		return fmt.Errorf("%w: Caps: %w", ErrInvalidConfig, err)
 	}
-	if n := c.Info.Defaults.Above(c.Caps); n != "" && n != "stack_bytes" {
-		return fmt.Errorf("%w: the default %s is above its cap: every request would be refused", ErrInvalidConfig, n)
+	if e := checkLimits(c.Info.Defaults, limitsCheck{defaults: c.Info.Defaults, caps: c.Caps}); e != nil {
+		return fmt.Errorf("%w: the defaults against the caps: %s", ErrInvalidConfig, e.Message)
 	}
 	c.Info.EnvAllowlist = slices.Clone(c.Info.EnvAllowlist)
 	return nil

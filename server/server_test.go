@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -342,5 +343,71 @@ func TestHealthReadyInfo(t *testing.T) {
 	resp, b = ts.do(t, "GET", "/metrics", "", "")
 	if resp.StatusCode != 200 || !bytes.Contains(b, []byte("psych_build_info")) {
 		t.Fatalf("metrics: %d %.200s", resp.StatusCode, b)
+	}
+}
+
+// TestServeRefusals: Serve refuses a TCP listener without a token (no
+// exception for loopback), and any listener after Shutdown; New refuses a
+// Config without its Runtime or with a default above its cap.
+func TestServeRefusals(t *testing.T) {
+	ts := newTestServer(t, serverOpts{noStart: true})
+	l, err := Listen("tcp://127.0.0.1:0", ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Serve(l); !errors.Is(err, errNoToken) {
+		t.Fatalf("Serve of TCP without a token: %v, want errNoToken", err)
+	}
+	if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+		c.Close()
+		t.Fatal("the refused listener still accepts")
+	}
+	for _, cfg := range []Config{
+		{Sandbox: ts.sb},
+		{Runtime: ts.cfg.Runtime, Sandbox: ts.sb, Info: api.Info{Defaults: sandbox.Limits{WallSeconds: 90}}, Caps: sandbox.Limits{WallSeconds: 60}},
+		{Runtime: ts.cfg.Runtime, Sandbox: ts.sb, Token: "short"},
+		{Runtime: ts.cfg.Runtime, Sandbox: ts.sb, MaxRuns: -1},
+	} {
+		if _, err := New(cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("New(%+v): %v, want ErrInvalidConfig", cfg, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ts.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := Listen("unix://"+filepath.Join(t.TempDir(), "late.sock"), ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Serve(l2); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Serve after Shutdown: %v, want ErrClosed", err)
+	}
+}
+
+// TestServeMetrics: the metrics listener serves /healthz, /readyz and
+// /metrics without auth, and nothing else.
+func TestServeMetrics(t *testing.T) {
+	ts := newTestServer(t, serverOpts{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ts.ServeMetrics(ln)
+	base := "http://" + ln.Addr().String()
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200, "/v1/info": 404, "/v1/runs": 404} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s on the metrics listener: %d %s, want %d", path, resp.StatusCode, b, want)
+		}
+		if path == "/metrics" && !bytes.Contains(b, []byte("psych_runs_in_flight")) {
+			t.Errorf("/metrics without psych_runs_in_flight: %.300s", b)
+		}
 	}
 }
