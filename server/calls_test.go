@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -280,5 +281,48 @@ func TestDirectCall(t *testing.T) {
 	recs, err := ts.store.Calls(context.Background(), "")
 	if err != nil || len(recs) != 2 || recs[1].Via != psych.ViaModel || recs[1].ID != "direct-1" {
 		t.Fatalf("recorded direct calls %+v, %v", recs, err)
+	}
+}
+
+// TestTCPToken: over TCP a run with the token goes through; without it or
+// with a wrong one the request is 401, runs nothing, and is counted and
+// logged as a refusal.
+func TestTCPToken(t *testing.T) {
+	ts := newTestServer(t, serverOpts{cfg: func(c *Config) { c.Token = testToken }})
+	base, c := ts.serveTCP(t)
+	resp, err := c.Post(base+"/v1/runs", "application/json", strings.NewReader(`{"id":"tcp-1","code":"6*7"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var res sandbox.Result
+	if resp.StatusCode != 200 || json.Unmarshal(b, &res) != nil || string(res.Value) != "42" {
+		t.Fatalf("a run over TCP with the token: %d %s", resp.StatusCode, b)
+	}
+	for _, auth := range []string{"", "Bearer wrong-token-0123456789"} {
+		req, _ := http.NewRequest("POST", base+"/v1/runs", strings.NewReader(`{"code":"1"}`))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		wantError(t, resp, b, http.StatusUnauthorized, api.CodeUnauthorized)
+	}
+	if execs, _ := ts.store.Executions(context.Background()); len(execs) != 1 {
+		t.Fatalf("%d runs in the ledger, want only the authenticated one", len(execs))
+	}
+	if got := counterValue(t, ts.met.rejected.WithLabelValues(api.CodeUnauthorized)); got != 2 {
+		t.Fatalf("psych_rejected_total{unauthorized} = %v, want 2", got)
+	}
+	ts.logs.mu.Lock()
+	logs := ts.logs.w.(interface{ String() string }).String()
+	ts.logs.mu.Unlock()
+	if strings.Count(logs, `"code":"unauthorized"`) != 2 {
+		t.Fatalf("want two refusal lines for the 401s:\n%s", logs)
 	}
 }
