@@ -44,6 +44,8 @@ type serverOpts struct {
 	rt       psych.Config
 	cfg      func(*Config)
 	noStart  bool
+	// wrap, when set, is the Sandbox the server is given over the real one.
+	wrap func(sandbox.Sandbox) sandbox.Sandbox
 }
 
 func newTestServer(t *testing.T, o serverOpts) *testServer {
@@ -68,6 +70,9 @@ func newTestServer(t *testing.T, o serverOpts) *testServer {
 	logs := &lockedWriter{w: &bytes.Buffer{}}
 	cfg := Config{Runtime: rt, Sandbox: sb, Store: store, Registerer: reg, Gatherer: reg,
 		Logger: slog.New(slog.NewJSONHandler(logs, nil))}
+	if o.wrap != nil {
+		cfg.Sandbox = o.wrap(sb)
+	}
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
@@ -409,5 +414,76 @@ func TestServeMetrics(t *testing.T) {
 		if path == "/metrics" && !bytes.Contains(b, []byte("psych_runs_in_flight")) {
 			t.Errorf("/metrics without psych_runs_in_flight: %.300s", b)
 		}
+	}
+}
+
+// TestPool: over a pooled Sandbox, Start waits for the pool to fill,
+// /v1/info tells its size and ready count, MaxRuns defaults to its size
+// (at least 2), psych_pool_ready follows it, and a run is served warm.
+func TestPool(t *testing.T) {
+	testutil.RequireRoot(t, "a pool needs a run cgroup and a range of outside ids")
+	ts := newTestServer(t, serverOpts{noStart: true, sandbox: subprocess.Config{Pool: &sandbox.PoolConfig{Size: 3}}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ts.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := sandbox.PoolStatusOf(ts.sb); st.Ready != 3 { // Start waited for the pool
+		t.Fatalf("pool %+v when Start returned, want 3 ready", st)
+	}
+	resp, b := ts.do(t, "GET", "/v1/info", "", "")
+	var info api.Info
+	if resp.StatusCode != 200 || json.Unmarshal(b, &info) != nil {
+		t.Fatalf("info: %d %s", resp.StatusCode, b)
+	}
+	if info.Pool.Size != 3 || info.Pool.Ready != 3 || info.MaxRuns != 3 {
+		t.Fatalf("info pool %+v, max_runs %d; want a full pool of 3 and max_runs 3", info.Pool, info.MaxRuns)
+	}
+	_, m := ts.do(t, "GET", "/metrics", "", "")
+	if !bytes.Contains(m, []byte("psych_pool_ready 3")) {
+		t.Fatalf("metrics without psych_pool_ready 3:\n%s", m)
+	}
+	res := ts.run(t, `{"code":"1"}`)
+	if res.Isolation == nil || !res.Isolation.Warm {
+		t.Fatalf("a run through a server with a pool: isolation %+v, want warm", res.Isolation)
+	}
+	if got := counterValue(t, ts.met.runs.WithLabelValues(outcomeOK, "", "true")); got != 1 {
+		t.Fatalf("psych_runs_total{warm=true} = %v, want 1", got)
+	}
+}
+
+// slowPool is a Sandbox whose pool fills when fill is closed.
+type slowPool struct {
+	sandbox.Sandbox
+	fill chan struct{}
+}
+
+func (p slowPool) WaitWarm(ctx context.Context) error {
+	select {
+	case <-p.fill:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestStartWaitsForPool: the server is not ready (/readyz 503, runs 503
+// not_ready) until its pool filled once.
+func TestStartWaitsForPool(t *testing.T) {
+	fill := make(chan struct{})
+	ts := newTestServer(t, serverOpts{noStart: true, wrap: func(sb sandbox.Sandbox) sandbox.Sandbox { return slowPool{sb, fill} }})
+	started := make(chan error, 1)
+	go func() { started <- ts.Start(context.Background()) }()
+	testutil.WaitFor(t, 30*time.Second, "the self-check", func() bool { return ts.self.Load() != nil })
+	resp, b := ts.do(t, "GET", "/readyz", "", "")
+	wantError(t, resp, b, http.StatusServiceUnavailable, api.CodeNotReady)
+	resp, b = ts.do(t, "POST", "/v1/runs", "", `{"code":"1"}`)
+	wantError(t, resp, b, http.StatusServiceUnavailable, api.CodeNotReady)
+	close(fill)
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	if resp, b := ts.do(t, "GET", "/readyz", "", ""); resp.StatusCode != 200 {
+		t.Fatalf("readyz once the pool filled: %d %s", resp.StatusCode, b)
 	}
 }
