@@ -207,6 +207,9 @@ func TestRunOwnership(t *testing.T) {
 				t.Errorf("another peer's %s %s: %d, want 404", tc.method, tc.path, resp.StatusCode)
 			}
 		}
+		// Its id is in flight: another run may not take it.
+		resp, b := ts.do(t, "POST", "/v1/runs", "", `{"id":"own-1","code":"1"}`)
+		wantError(t, resp, b, http.StatusConflict, api.CodeConflict)
 		// Another run of the same peer cannot answer this one's call.
 		if c := ts.answer(t, "not-this-run", "calls", ev.CallID, api.CallAnswer{Value: json.RawMessage(`1`)}); c != http.StatusNotFound {
 			t.Errorf("an answer through another run: %d, want 404", c)
