@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -84,6 +87,9 @@ func TestClientToolCall(t *testing.T) {
 		}
 		if c := ts.answer(t, "tools-1", "calls", "no-such-call", api.CallAnswer{Value: json.RawMessage(`1`)}); c != http.StatusNotFound {
 			t.Errorf("an answer to an unknown call: %d, want 404", c)
+		}
+		if status := headerOnly(t, ts.sock, "/v1/runs/tools-1/calls/no-such-call"); status != "404" {
+			t.Errorf("an answer to an unknown call announcing 8 MiB (under the cap): %q, want 404 before its body is read", status)
 		}
 		if c := ts.answer(t, "tools-1", "calls", ev.CallID, map[string]any{"value": 1, "error": "both"}); c != http.StatusBadRequest {
 			t.Errorf("an answer with value and error: %d, want 400", c)
@@ -328,4 +334,26 @@ func TestTCPToken(t *testing.T) {
 	if strings.Count(logs, `"code":"unauthorized"`) != 2 {
 		t.Fatalf("want two refusal lines for the 401s:\n%s", logs)
 	}
+}
+
+// headerOnly posts a header announcing an 8 MiB body (under the cap), sends none of it,
+// and returns the status the server answers within 10 s ("" for none).
+func headerOnly(t *testing.T, sock, path string) string {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: psych\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, 8<<20)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(line)
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
 }
