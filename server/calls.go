@@ -78,6 +78,21 @@ func (ar *activeRun) close(k callKey) {
 	}
 }
 
+// waiting returns nil when call k waits for an answer, else the refusal
+// (404 unknown, 409 answered): checked before an answer's body is read.
+func (ar *activeRun) waiting(k callKey) *api.Error {
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	pc := ar.calls[k]
+	switch {
+	case pc == nil && ar.answered[k], pc != nil && pc.done:
+		return &api.Error{Code: api.CodeConflict, Message: fmt.Sprintf("call %s is answered already", k.id)}
+	case pc == nil:
+		return notFound("call", k.id)
+	}
+	return nil
+}
+
 // deliver hands the client's answer to the call waiting for it: 404 for
 // a call the run does not have, 409 for one answered already.
 func (ar *activeRun) deliver(k callKey, a any) *api.Error {
@@ -223,6 +238,10 @@ func (s *Server) answerCall(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, notFound("run", r.PathValue("id")))
 		return
 	}
+	if e := ar.waiting(callKey{kindCall, r.PathValue("call_id")}); e != nil {
+		s.refuse(w, r, e)
+		return
+	}
 	var a api.CallAnswer
 	if !s.readAnswer(w, r, &a) {
 		return
@@ -243,6 +262,10 @@ func (s *Server) answerApproval(w http.ResponseWriter, r *http.Request) {
 	ar := s.owned(r.PathValue("id"), peerOf(r.Context()).Key)
 	if ar == nil {
 		s.refuse(w, r, notFound("run", r.PathValue("id")))
+		return
+	}
+	if e := ar.waiting(callKey{kindApproval, r.PathValue("call_id")}); e != nil {
+		s.refuse(w, r, e)
 		return
 	}
 	var a api.ApprovalAnswer
@@ -363,6 +386,7 @@ func (s *Server) postCall(w http.ResponseWriter, r *http.Request) {
 	}
 	if ar.stream == nil {
 		out, e := finish()
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 		if e != nil {
 			writeError(w, e)
 			return

@@ -1,8 +1,12 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -83,6 +87,9 @@ func TestClientToolCall(t *testing.T) {
 		}
 		if c := ts.answer(t, "tools-1", "calls", "no-such-call", api.CallAnswer{Value: json.RawMessage(`1`)}); c != http.StatusNotFound {
 			t.Errorf("an answer to an unknown call: %d, want 404", c)
+		}
+		if status := headerOnly(t, ts.sock, "/v1/runs/tools-1/calls/no-such-call"); status != "404" {
+			t.Errorf("an answer to an unknown call announcing 8 MiB (under the cap): %q, want 404 before its body is read", status)
 		}
 		if c := ts.answer(t, "tools-1", "calls", ev.CallID, map[string]any{"value": 1, "error": "both"}); c != http.StatusBadRequest {
 			t.Errorf("an answer with value and error: %d, want 400", c)
@@ -206,6 +213,9 @@ func TestRunOwnership(t *testing.T) {
 				t.Errorf("another peer's %s %s: %d, want 404", tc.method, tc.path, resp.StatusCode)
 			}
 		}
+		// Its id is in flight: another run may not take it.
+		resp, b := ts.do(t, "POST", "/v1/runs", "", `{"id":"own-1","code":"1"}`)
+		wantError(t, resp, b, http.StatusConflict, api.CodeConflict)
 		// Another run of the same peer cannot answer this one's call.
 		if c := ts.answer(t, "not-this-run", "calls", ev.CallID, api.CallAnswer{Value: json.RawMessage(`1`)}); c != http.StatusNotFound {
 			t.Errorf("an answer through another run: %d, want 404", c)
@@ -281,4 +291,69 @@ func TestDirectCall(t *testing.T) {
 	if err != nil || len(recs) != 2 || recs[1].Via != psych.ViaModel || recs[1].ID != "direct-1" {
 		t.Fatalf("recorded direct calls %+v, %v", recs, err)
 	}
+}
+
+// TestTCPToken: over TCP a run with the token goes through; without it or
+// with a wrong one the request is 401, runs nothing, and is counted and
+// logged as a refusal.
+func TestTCPToken(t *testing.T) {
+	ts := newTestServer(t, serverOpts{cfg: func(c *Config) { c.Token = testToken }})
+	base, c := ts.serveTCP(t)
+	resp, err := c.Post(base+"/v1/runs", "application/json", strings.NewReader(`{"id":"tcp-1","code":"6*7"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var res sandbox.Result
+	if resp.StatusCode != 200 || json.Unmarshal(b, &res) != nil || string(res.Value) != "42" {
+		t.Fatalf("a run over TCP with the token: %d %s", resp.StatusCode, b)
+	}
+	for _, auth := range []string{"", "Bearer wrong-token-0123456789"} {
+		req, _ := http.NewRequest("POST", base+"/v1/runs", strings.NewReader(`{"code":"1"}`))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		wantError(t, resp, b, http.StatusUnauthorized, api.CodeUnauthorized)
+	}
+	if execs, _ := ts.store.Executions(context.Background()); len(execs) != 1 {
+		t.Fatalf("%d runs in the ledger, want only the authenticated one", len(execs))
+	}
+	if got := counterValue(t, ts.met.rejected.WithLabelValues(api.CodeUnauthorized)); got != 2 {
+		t.Fatalf("psych_rejected_total{unauthorized} = %v, want 2", got)
+	}
+	ts.logs.mu.Lock()
+	logs := ts.logs.w.(interface{ String() string }).String()
+	ts.logs.mu.Unlock()
+	if strings.Count(logs, `"code":"unauthorized"`) != 2 {
+		t.Fatalf("want two refusal lines for the 401s:\n%s", logs)
+	}
+}
+
+// headerOnly posts a header announcing an 8 MiB body (under the cap), sends none of it,
+// and returns the status the server answers within 10 s ("" for none).
+func headerOnly(t *testing.T, sock, path string) string {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: psych\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, 8<<20)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(line)
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
 }

@@ -18,7 +18,10 @@
 //
 // Files (each owns one concern):
 //
-//	server.go     Config, New, the route table, Serve, Shutdown (drain)
+//	config.go     Config and its defaults
+//	server.go     New, Start (the self-check, the pool's first fill), the
+//	              route table, Serve, ServeMetrics, Shutdown (drain)
+//	errors.go     the sentinel errors and the API's error body
 //	listen.go     listeners (unix, tcp, tls), the socket's lock and mode
 //	auth.go       peers: SO_PEERCRED on a Unix socket, a bearer token on TCP
 //	admission.go  runs in flight, the queue, Retry-After, body bytes

@@ -311,6 +311,8 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 		res, err := rt.Execute(ctx, sreq)
 		dur = time.Since(start)
 		var ae *api.Error
+		// A client that reads nothing holds its slot no longer than this.
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 		if err != nil && res == nil {
 			ae = endError(ctx, err)
 			writeError(w, ae)

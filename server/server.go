@@ -135,8 +135,8 @@ func (c *Config) setDefaults() error {
 	if err := c.Caps.Validate(); err != nil {
 		return fmt.Errorf("%w: Caps: %w", ErrInvalidConfig, err)
 	}
-	if n := c.Info.Defaults.Above(c.Caps); n != "" && n != "stack_bytes" {
-		return fmt.Errorf("%w: the default %s is above its cap: every request would be refused", ErrInvalidConfig, n)
+	if e := checkLimits(c.Info.Defaults, limitsCheck{defaults: c.Info.Defaults, caps: c.Caps}); e != nil {
+		return fmt.Errorf("%w: the defaults against the caps: %s", ErrInvalidConfig, e.Message)
 	}
 	c.Info.EnvAllowlist = slices.Clone(c.Info.EnvAllowlist)
 	return nil
@@ -209,7 +209,7 @@ func (s *Server) Serve(l *Listener) error {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           s.auth.authenticate(l, s.api),
+		Handler:           s.authenticated(l),
 		ReadHeaderTimeout: s.cfg.HeaderTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
 		ConnContext:       connContext(l),
@@ -217,6 +217,55 @@ func (s *Server) Serve(l *Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	return s.serve(srv, l)
+}
+
+// authenticated is the API behind l's authentication, whose refusals
+// (401, 403) are counted and logged like the handlers'.
+func (s *Server) authenticated(l *Listener) http.Handler {
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if aw, ok := w.(*authWatch); ok {
+			aw.passed = true
+		}
+		s.api.ServeHTTP(w, r)
+	})
+	outer := s.auth.authenticate(l, inner)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		aw := &authWatch{ResponseWriter: w}
+		outer.ServeHTTP(aw, r)
+		if !aw.passed {
+			code := api.CodeForbidden
+			if aw.status == http.StatusUnauthorized {
+				code = api.CodeUnauthorized
+			}
+			s.met.rejected.WithLabelValues(code).Inc()
+			s.log.Info("refused", "method", r.Method, "path", cut(r.URL.Path, 128), "listener", l.Kind, "status", aw.status, "code", code)
+		}
+	})
+}
+
+// authWatch tells whether a request passed authentication, and the
+// status of one that did not.
+type authWatch struct {
+	http.ResponseWriter
+	passed bool
+	status int
+}
+
+func (w *authWatch) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *authWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// cut bounds a string a client chose before it is logged.
+func cut(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }
 
 // ServeMetrics answers /healthz, /readyz and /metrics on ln, without

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -43,6 +44,8 @@ type serverOpts struct {
 	rt       psych.Config
 	cfg      func(*Config)
 	noStart  bool
+	// wrap, when set, is the Sandbox the server is given over the real one.
+	wrap func(sandbox.Sandbox) sandbox.Sandbox
 }
 
 func newTestServer(t *testing.T, o serverOpts) *testServer {
@@ -67,6 +70,9 @@ func newTestServer(t *testing.T, o serverOpts) *testServer {
 	logs := &lockedWriter{w: &bytes.Buffer{}}
 	cfg := Config{Runtime: rt, Sandbox: sb, Store: store, Registerer: reg, Gatherer: reg,
 		Logger: slog.New(slog.NewJSONHandler(logs, nil))}
+	if o.wrap != nil {
+		cfg.Sandbox = o.wrap(sb)
+	}
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
@@ -342,5 +348,142 @@ func TestHealthReadyInfo(t *testing.T) {
 	resp, b = ts.do(t, "GET", "/metrics", "", "")
 	if resp.StatusCode != 200 || !bytes.Contains(b, []byte("psych_build_info")) {
 		t.Fatalf("metrics: %d %.200s", resp.StatusCode, b)
+	}
+}
+
+// TestServeRefusals: Serve refuses a TCP listener without a token (no
+// exception for loopback), and any listener after Shutdown; New refuses a
+// Config without its Runtime or with a default above its cap.
+func TestServeRefusals(t *testing.T) {
+	ts := newTestServer(t, serverOpts{noStart: true})
+	l, err := Listen("tcp://127.0.0.1:0", ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Serve(l); !errors.Is(err, errNoToken) {
+		t.Fatalf("Serve of TCP without a token: %v, want errNoToken", err)
+	}
+	if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+		c.Close()
+		t.Fatal("the refused listener still accepts")
+	}
+	for _, cfg := range []Config{
+		{Sandbox: ts.sb},
+		{Runtime: ts.cfg.Runtime, Sandbox: ts.sb, Info: api.Info{Defaults: sandbox.Limits{WallSeconds: 90}}, Caps: sandbox.Limits{WallSeconds: 60}},
+		{Runtime: ts.cfg.Runtime, Sandbox: ts.sb, Token: "short"},
+		{Runtime: ts.cfg.Runtime, Sandbox: ts.sb, MaxRuns: -1},
+	} {
+		if _, err := New(cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("New(%+v): %v, want ErrInvalidConfig", cfg, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ts.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := Listen("unix://"+filepath.Join(t.TempDir(), "late.sock"), ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Serve(l2); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Serve after Shutdown: %v, want ErrClosed", err)
+	}
+}
+
+// TestServeMetrics: the metrics listener serves /healthz, /readyz and
+// /metrics without auth, and nothing else.
+func TestServeMetrics(t *testing.T) {
+	ts := newTestServer(t, serverOpts{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ts.ServeMetrics(ln)
+	base := "http://" + ln.Addr().String()
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200, "/v1/info": 404, "/v1/runs": 404} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s on the metrics listener: %d %s, want %d", path, resp.StatusCode, b, want)
+		}
+		if path == "/metrics" && !bytes.Contains(b, []byte("psych_runs_in_flight")) {
+			t.Errorf("/metrics without psych_runs_in_flight: %.300s", b)
+		}
+	}
+}
+
+// TestPool: over a pooled Sandbox, Start waits for the pool to fill,
+// /v1/info tells its size and ready count, MaxRuns defaults to its size
+// (at least 2), psych_pool_ready follows it, and a run is served warm.
+func TestPool(t *testing.T) {
+	testutil.RequireRoot(t, "a pool needs a run cgroup and a range of outside ids")
+	ts := newTestServer(t, serverOpts{noStart: true, sandbox: subprocess.Config{Pool: &sandbox.PoolConfig{Size: 3}}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ts.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := sandbox.PoolStatusOf(ts.sb); st.Ready != 3 { // Start waited for the pool
+		t.Fatalf("pool %+v when Start returned, want 3 ready", st)
+	}
+	resp, b := ts.do(t, "GET", "/v1/info", "", "")
+	var info api.Info
+	if resp.StatusCode != 200 || json.Unmarshal(b, &info) != nil {
+		t.Fatalf("info: %d %s", resp.StatusCode, b)
+	}
+	if info.Pool.Size != 3 || info.Pool.Ready != 3 || info.MaxRuns != 3 {
+		t.Fatalf("info pool %+v, max_runs %d; want a full pool of 3 and max_runs 3", info.Pool, info.MaxRuns)
+	}
+	_, m := ts.do(t, "GET", "/metrics", "", "")
+	if !bytes.Contains(m, []byte("psych_pool_ready 3")) {
+		t.Fatalf("metrics without psych_pool_ready 3:\n%s", m)
+	}
+	res := ts.run(t, `{"code":"1"}`)
+	if res.Isolation == nil || !res.Isolation.Warm {
+		t.Fatalf("a run through a server with a pool: isolation %+v, want warm", res.Isolation)
+	}
+	if got := counterValue(t, ts.met.runs.WithLabelValues(outcomeOK, "", "true")); got != 1 {
+		t.Fatalf("psych_runs_total{warm=true} = %v, want 1", got)
+	}
+}
+
+// slowPool is a Sandbox whose pool fills when fill is closed.
+type slowPool struct {
+	sandbox.Sandbox
+	fill chan struct{}
+}
+
+func (p slowPool) WaitWarm(ctx context.Context) error {
+	select {
+	case <-p.fill:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestStartWaitsForPool: the server is not ready (/readyz 503, runs 503
+// not_ready) until its pool filled once.
+func TestStartWaitsForPool(t *testing.T) {
+	fill := make(chan struct{})
+	ts := newTestServer(t, serverOpts{noStart: true, wrap: func(sb sandbox.Sandbox) sandbox.Sandbox { return slowPool{sb, fill} }})
+	started := make(chan error, 1)
+	go func() { started <- ts.Start(context.Background()) }()
+	testutil.WaitFor(t, 30*time.Second, "the self-check", func() bool { return ts.self.Load() != nil })
+	resp, b := ts.do(t, "GET", "/readyz", "", "")
+	wantError(t, resp, b, http.StatusServiceUnavailable, api.CodeNotReady)
+	resp, b = ts.do(t, "POST", "/v1/runs", "", `{"code":"1"}`)
+	wantError(t, resp, b, http.StatusServiceUnavailable, api.CodeNotReady)
+	close(fill)
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	if resp, b := ts.do(t, "GET", "/readyz", "", ""); resp.StatusCode != 200 {
+		t.Fatalf("readyz once the pool filled: %d %s", resp.StatusCode, b)
 	}
 }
