@@ -485,3 +485,40 @@ func TestApproverPanics(t *testing.T) {
 		t.Error("the handler ran")
 	}
 }
+
+// TestWithObserver: a derived Runtime tells its observer of every call's
+// end, the operator's tools' and a client's alike, direct and from a run,
+// with how it came and how it ended; the Runtime it came from tells none.
+func TestWithObserver(t *testing.T) {
+	ts := newTools(t)
+	sb := &scriptSandbox{script: func(ctx context.Context, b sandbox.Bindings) (json.RawMessage, error) {
+		b.Call(ctx, "echo", json.RawMessage(`{"q":"x"}`))
+		b.Call(ctx, "ask", json.RawMessage(`{"q":"y"}`))
+		return nil, nil
+	}}
+	r := newRuntime(t, psych.Config{Registry: ts.reg, Sandbox: sb})
+	var mu sync.Mutex
+	var seen []string
+	o := r.WithObserver(func(rec psych.CallRecord) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, fmt.Sprintf("%s/%s/%s", rec.Tool, rec.Via, rec.Outcome))
+	})
+	d, err := o.WithTools([]psych.Spec{clientSpec("ask", false)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Call(context.Background(), psych.Call{Tool: "echo", Args: json.RawMessage(`{"q":"z"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Execute(context.Background(), sandbox.Request{Code: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Call(context.Background(), psych.Call{Tool: "echo", Args: json.RawMessage(`{"q":"z"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	want := "echo/model/ok,echo/run_code/ok,ask/client/ok"
+	if got := strings.Join(seen, ","); got != want {
+		t.Errorf("observed %s, want %s", got, want)
+	}
+}

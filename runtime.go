@@ -77,6 +77,8 @@ type Runtime struct {
 	// clientByName the same by name; both fixed once made.
 	client       []*tool
 	clientByName map[string]*tool
+	// observe is told of every call's end (WithObserver); nil for none.
+	observe func(CallRecord)
 }
 
 // New returns a Runtime over cfg.
@@ -124,7 +126,7 @@ func New(cfg Config) (*Runtime, error) {
 // about r's own tools still goes to Config.Approver.
 func (r *Runtime) WithTools(tools []Spec, approver Approver) (*Runtime, error) {
 	d := &Runtime{
-		cfg: r.cfg, reg: r.reg, code: r.code,
+		cfg: r.cfg, reg: r.reg, code: r.code, observe: r.observe,
 		client:       slices.Clip(slices.Clone(r.client)),
 		clientByName: make(map[string]*tool, len(r.client)+len(tools)),
 	}
@@ -151,6 +153,18 @@ func (r *Runtime) WithTools(tools []Spec, approver Approver) (*Runtime, error) {
 		d.clientByName[spec.Name] = t
 	}
 	return d, nil
+}
+
+// WithObserver returns a Runtime that tells observe of the end of every
+// call made through it (and through a Runtime WithTools derives from it):
+// a direct call, and each binding call of its runs, whatever tool and via.
+// observe gets the record as it stands before the record caps cut it; it
+// runs on the call's goroutine, so it must not block (a server counts its
+// metrics with it). r itself is unchanged.
+func (r *Runtime) WithObserver(observe func(CallRecord)) *Runtime {
+	d := *r
+	d.observe = observe
+	return &d
 }
 
 // Tools lists what the model is offered: the registered tools, the tools
@@ -242,6 +256,9 @@ func (r *Runtime) recordedCall(ctx context.Context, c Call, run *runBudget) (*Ou
 	rec.Duration = time.Since(rec.Started)
 	rec.Outcome, rec.Value, rec.Error = out.Kind, out.Value, out.Error
 	rec.BytesIn, rec.BytesOut = len(rec.Args), len(out.Value)+len(out.Error)
+	if r.observe != nil {
+		r.observe(*rec)
+	}
 	if r.cfg.Store != nil {
 		r.capRecord(rec, run)
 		if err := r.cfg.Store.RecordCall(context.WithoutCancel(ctx), rec); err != nil {

@@ -111,18 +111,20 @@ func (ar *activeRun) deliver(k callKey, a any) *api.Error {
 }
 
 // runtimeFor is the Runtime a run or call goes through: the server's, with
-// the client's tools beside its own. A clash with one of the server's is
-// 400.
+// the client's tools beside its own, and every call's end counted
+// (psych_tool_calls_total: the server's own tools' too). A clash with one
+// of the server's is 400.
 func (s *Server) runtimeFor(ar *activeRun, tools []api.Tool) (*psych.Runtime, *api.Error) {
+	observed := s.cfg.Runtime.WithObserver(s.met.observeCall)
 	if len(tools) == 0 {
-		return s.cfg.Runtime, nil
+		return observed, nil
 	}
 	specs := make([]psych.Spec, 0, len(tools))
 	for _, t := range tools {
 		specs = append(specs, psych.Spec{Name: t.Name, Description: t.Description, Parameters: t.Parameters,
 			Params: t.Params, Destructive: t.Destructive, Handler: ar.handler(t.Name)})
 	}
-	rt, err := s.cfg.Runtime.WithTools(specs, ar.approver())
+	rt, err := observed.WithTools(specs, ar.approver())
 	if err != nil {
 		if errors.Is(err, psych.ErrDuplicate) {
 			return nil, invalid("bindings: %v: the server has a tool of that name", err)
@@ -139,15 +141,7 @@ var errNoEvents = fmt.Errorf("this request cannot answer a client tool's call: i
 // answer, or the end of the run.
 func (ar *activeRun) handler(tool string) psych.Handler {
 	return func(ctx context.Context, c psych.Call) (any, error) {
-		begun := time.Now()
-		v, err := ar.ask(ctx, c, tool)
-		kind := "ok"
-		if err != nil {
-			kind = "error"
-		}
-		ar.met.toolCalls.WithLabelValues(string(psych.ViaClient), kind).Inc()
-		ar.met.toolCallDur.Observe(time.Since(begun).Seconds())
-		return v, err
+		return ar.ask(ctx, c, tool)
 	}
 }
 
@@ -182,7 +176,6 @@ func (ar *activeRun) ask(ctx context.Context, c psych.Call, tool string) (any, e
 func (ar *activeRun) approver() psych.Approver {
 	return psych.ApproverFunc(func(ctx context.Context, req psych.ApprovalRequest) (psych.Approval, error) {
 		if ar.stream == nil {
-			ar.met.toolCalls.WithLabelValues(string(psych.ViaClient), "denied").Inc()
 			return psych.Approval{By: "psych serve", Reason: errNoEvents.Error()}, nil
 		}
 		k := callKey{kindApproval, req.Call.ID}
@@ -197,9 +190,6 @@ func (ar *activeRun) approver() psych.Approver {
 		select {
 		case a := <-pc.answer:
 			ans := a.(*api.ApprovalAnswer)
-			if !ans.Approve {
-				ar.met.toolCalls.WithLabelValues(string(psych.ViaClient), "denied").Inc()
-			}
 			return psych.Approval{Approved: ans.Approve, By: ar.peer, Reason: ans.Reason}, nil
 		case <-ctx.Done():
 			return psych.Approval{}, ctx.Err()
@@ -418,14 +408,12 @@ func outcomeOf(o *psych.Outcome) *api.Outcome {
 		Decision: api.Decision{Verdict: string(o.Decision.Verdict), Reason: o.Decision.Reason}}
 }
 
-// logCall counts and logs a direct call's end: its tool's name, never its
+// logCall logs a direct call's end (runtimeFor's observer counts it): its tool's name, never its
 // arguments or value.
 func (s *Server) logCall(ar *activeRun, tool string, dur time.Duration, out *psych.Outcome) {
 	kind := "error"
 	if out != nil {
 		kind = decisionLabel(out.Kind)
 	}
-	s.met.toolCalls.WithLabelValues(string(psych.ViaModel), kind).Inc()
-	s.met.toolCallDur.Observe(dur.Seconds())
 	s.log.Info("call", "id", ar.id, "peer", ar.peer, "tool", tool, "duration_seconds", dur.Seconds(), "outcome", kind)
 }

@@ -291,6 +291,16 @@ func TestDirectCall(t *testing.T) {
 	if err != nil || len(recs) != 2 || recs[1].Via != psych.ViaModel || recs[1].ID != "direct-1" {
 		t.Fatalf("recorded direct calls %+v, %v", recs, err)
 	}
+	// A program's call of the server's own tool is counted too.
+	ts.run(t, jsonString(api.RunRequest{ID: "calls-echo", Code: "echo(x=2)"}))
+	for _, c := range []struct {
+		via  psych.Via
+		want float64
+	}{{psych.ViaModel, 2}, {psych.ViaRunCode, 1}} {
+		if got := counterValue(t, ts.met.toolCalls.WithLabelValues(string(c.via), "ok")); got != c.want {
+			t.Errorf("psych_tool_calls_total{via=%s,decision=ok} = %v, want %v", c.via, got, c.want)
+		}
+	}
 }
 
 // TestTCPToken: over TCP a run with the token goes through; without it or

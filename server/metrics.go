@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/psych-runtime/psych"
 	"github.com/psych-runtime/psych/api"
 	"github.com/psych-runtime/psych/sandbox"
 )
@@ -62,7 +63,7 @@ func newMetrics(reg prometheus.Registerer, pool func() sandbox.PoolStatus) (*met
 			Name: "psych_pool_cold_total", Help: "Runs a server with a pool ran cold, by why.",
 		}, []string{"reason"}),
 		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "psych_tool_calls_total", Help: "Tool calls the server saw end: client tools' calls and direct calls, by how they came and how they ended.",
+			Name: "psych_tool_calls_total", Help: "Tool calls that ended, by how they came (model: a direct call; run_code or client: a program's call of a server's or a client's tool) and how they ended.",
 		}, []string{"via", "decision"}),
 		toolCallDur: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "psych_tool_call_duration_seconds", Help: "Duration of the tool calls psych_tool_calls_total counts.",
@@ -143,6 +144,22 @@ func reasonLabel(code string) string {
 }
 
 // decisionLabel bounds a call's end to the Outcome kinds.
+// observeCall counts one call's end: every call a run or a direct call
+// made through the server, the server's own tools' and the client's.
+func (m *metrics) observeCall(rec psych.CallRecord) {
+	m.toolCalls.WithLabelValues(viaLabel(rec.Via), decisionLabel(rec.Outcome)).Inc()
+	m.toolCallDur.Observe(rec.Duration.Seconds())
+}
+
+// viaLabel bounds the via label to the Runtime's own values.
+func viaLabel(v psych.Via) string {
+	switch v {
+	case psych.ViaModel, psych.ViaRunCode, psych.ViaClient:
+		return string(v)
+	}
+	return "other"
+}
+
 func decisionLabel(kind string) string {
 	switch kind {
 	case "ok", "error", "denied", "invalid":
