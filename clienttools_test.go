@@ -522,3 +522,27 @@ func TestWithObserver(t *testing.T) {
 		t.Errorf("observed %s, want %s", got, want)
 	}
 }
+
+// TestWithOwner: an execution run through a Runtime WithOwner derives (or
+// a Runtime derived from that one) is recorded with its owner; the
+// Runtime it came from records none.
+func TestWithOwner(t *testing.T) {
+	st := psych.NewMemoryStore()
+	defer st.Close()
+	sb := &scriptSandbox{script: func(context.Context, sandbox.Bindings) (json.RawMessage, error) { return nil, nil }}
+	r := newRuntime(t, psych.Config{Sandbox: sb, Store: st})
+	d, err := r.WithOwner("uid:1000").WithTools([]psych.Spec{clientSpec("ask", false)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, rt := range map[string]*psych.Runtime{"owned": d, "plain": r} {
+		if _, err := rt.Execute(context.Background(), sandbox.Request{ID: id, Code: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, want := range map[string]string{"owned": "uid:1000", "plain": ""} {
+		if e, err := st.Execution(context.Background(), id); err != nil || e.Owner != want {
+			t.Errorf("execution %s: owner %q, %v; want %q", id, e.Owner, err, want)
+		}
+	}
+}

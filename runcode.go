@@ -77,7 +77,7 @@ func (r *Runtime) execute(ctx context.Context, callID string, req sandbox.Reques
 	b := &bindings{r: r, budget: &runBudget{left: r.cfg.RecordRunBytes}}
 	req.Bindings, req.Limits = b, req.Limits.Merge(r.cfg.Limits)
 	rec := &Execution{
-		ID: req.ID, CallID: callID, Started: time.Now(),
+		ID: req.ID, CallID: callID, Owner: r.owner, Started: time.Now(),
 		Code: req.Code, Limits: req.Limits, Network: req.Network, Bindings: b.List(),
 	}
 	if st := r.cfg.Store; st != nil {

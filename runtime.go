@@ -79,6 +79,8 @@ type Runtime struct {
 	clientByName map[string]*tool
 	// observe is told of every call's end (WithObserver); nil for none.
 	observe func(CallRecord)
+	// owner is recorded with every execution (WithOwner).
+	owner string
 }
 
 // New returns a Runtime over cfg.
@@ -126,7 +128,7 @@ func New(cfg Config) (*Runtime, error) {
 // about r's own tools still goes to Config.Approver.
 func (r *Runtime) WithTools(tools []Spec, approver Approver) (*Runtime, error) {
 	d := &Runtime{
-		cfg: r.cfg, reg: r.reg, code: r.code, observe: r.observe,
+		cfg: r.cfg, reg: r.reg, code: r.code, observe: r.observe, owner: r.owner,
 		client:       slices.Clip(slices.Clone(r.client)),
 		clientByName: make(map[string]*tool, len(r.client)+len(tools)),
 	}
@@ -164,6 +166,15 @@ func (r *Runtime) WithTools(tools []Spec, approver Approver) (*Runtime, error) {
 func (r *Runtime) WithObserver(observe func(CallRecord)) *Runtime {
 	d := *r
 	d.observe = observe
+	return &d
+}
+
+// WithOwner returns a Runtime that records owner as the Owner of every
+// execution it runs (and a Runtime WithTools or WithObserver derives from
+// it does too). r itself is unchanged.
+func (r *Runtime) WithOwner(owner string) *Runtime {
+	d := *r
+	d.owner = owner
 	return &d
 }
 

@@ -47,7 +47,11 @@ type Store interface {
 type Execution struct {
 	ID string `json:"id"`
 	// CallID is the run_code call that started it.
-	CallID  string    `json:"call_id"`
+	CallID string `json:"call_id"`
+	// Owner is who asked for the run, as the Runtime that ran it was told
+	// (WithOwner): psych serve keeps the peer here, so that a peer reads
+	// its own runs only, after a restart too. Empty when none was told.
+	Owner   string    `json:"owner,omitempty"`
 	Started time.Time `json:"started"`
 	Code    string    `json:"code"`
 	// Limits are the request's own (zero fields meant the sandbox's

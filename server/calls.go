@@ -111,11 +111,11 @@ func (ar *activeRun) deliver(k callKey, a any) *api.Error {
 }
 
 // runtimeFor is the Runtime a run or call goes through: the server's, with
-// the client's tools beside its own, and every call's end counted
-// (psych_tool_calls_total: the server's own tools' too). A clash with one
-// of the server's is 400.
+// the client's tools beside its own, every call's end counted
+// (psych_tool_calls_total: the server's own tools' too), and the peer
+// recorded as the run's owner. A clash with one of the server's is 400.
 func (s *Server) runtimeFor(ar *activeRun, tools []api.Tool) (*psych.Runtime, *api.Error) {
-	observed := s.cfg.Runtime.WithObserver(s.met.observeCall)
+	observed := s.cfg.Runtime.WithObserver(s.met.observeCall).WithOwner(ar.peer)
 	if len(tools) == 0 {
 		return observed, nil
 	}

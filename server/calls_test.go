@@ -367,3 +367,37 @@ func headerOnly(t *testing.T, sock, path string) string {
 	}
 	return f[1]
 }
+
+// TestLedgerOwnership: runs in the ledger that this server never started
+// (a server before a restart) are read by the peer that owns them, and by
+// no other; a run's owner is recorded.
+func TestLedgerOwnership(t *testing.T) {
+	ts := newTestServer(t, serverOpts{})
+	ts.run(t, jsonString(api.RunRequest{ID: "mine-now", Code: "1"}))
+	mine, err := ts.store.Execution(context.Background(), "mine-now")
+	if err != nil || !strings.HasPrefix(mine.Owner, "uid:") {
+		t.Fatalf("the run's record: %+v, %v; want the peer as its owner", mine, err)
+	}
+	for id, owner := range map[string]string{"mine-before": mine.Owner, "theirs": "uid:4242", "nobodys": ""} {
+		if err := ts.store.BeginExecution(context.Background(), &psych.Execution{ID: id, Owner: owner, Started: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, want := range map[string]int{"mine-before": 200, "theirs": 404, "nobodys": 404} {
+		if resp, b := ts.do(t, "GET", "/v1/runs/"+id, "", ""); resp.StatusCode != want {
+			t.Errorf("GET /v1/runs/%s: %d %s, want %d", id, resp.StatusCode, b, want)
+		}
+	}
+	resp, b := ts.do(t, "GET", "/v1/runs", "", "")
+	var list api.RunList
+	if resp.StatusCode != 200 || json.Unmarshal(b, &list) != nil {
+		t.Fatalf("GET /v1/runs: %d %s", resp.StatusCode, b)
+	}
+	var ids []string
+	for _, r := range list.Runs {
+		ids = append(ids, r.ID)
+	}
+	if got := strings.Join(ids, ","); got != "mine-now,mine-before" {
+		t.Errorf("GET /v1/runs lists %s, want mine-now,mine-before", got)
+	}
+}

@@ -418,12 +418,16 @@ func (s *Server) readRun(ctx context.Context, id, peer string, full bool) (*api.
 	owner := s.owners.get(id)
 	ar := s.active[id]
 	s.mu.Unlock()
-	if owner != peer || (ar != nil && ar.direct) {
+	if owner != "" && owner != peer || (ar != nil && ar.direct) {
 		return nil, notFound("run", id)
 	}
 	if st := s.cfg.Store; st != nil {
 		e, err := st.Execution(ctx, id)
 		switch {
+		case err == nil && e.Owner != peer:
+			// Another peer's, or a run no server asked for (the ledger
+			// is shared with psych run --store): not this peer's.
+			return nil, notFound("run", id)
 		case err == nil:
 			run := runOf(e)
 			if !full {
@@ -434,7 +438,7 @@ func (s *Server) readRun(ctx context.Context, id, peer string, full bool) (*api.
 			return nil, &api.Error{Code: api.CodeHostFault, Message: "read the ledger: " + err.Error()}
 		}
 	}
-	if ar != nil {
+	if ar != nil && owner == peer {
 		return &api.Run{ID: id, Status: api.StatusIncomplete, Started: ar.started, Bindings: []sandbox.Binding{}}, nil
 	}
 	return nil, notFound("run", id)
@@ -456,14 +460,34 @@ func runOf(e *psych.Execution) *api.Run {
 	return run
 }
 
-// listRuns is GET /v1/runs: the peer's runs this server remembers
-// (the last maxOwners it started), oldest first.
+// listRuns is GET /v1/runs: the peer's runs, oldest first: the last
+// maxOwners of its runs in the ledger (with a Store), else of those this
+// server remembers starting.
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	peer := peerOf(r.Context()).Key
 	s.mu.Lock()
 	ids := s.owners.of(peer)
 	s.mu.Unlock()
 	list := api.RunList{Runs: []api.Run{}}
+	if st := s.cfg.Store; st != nil {
+		// The ledger knows the peer's runs from before this server too:
+		// the last maxOwners of them.
+		es, err := st.Executions(r.Context())
+		if err != nil {
+			s.refuse(w, r, &api.Error{Code: api.CodeHostFault, Message: "read the ledger: " + err.Error()})
+			return
+		}
+		for i := range es {
+			if es[i].Owner == peer {
+				run := runOf(&es[i])
+				run.Code, run.Result = "", nil
+				list.Runs = append(list.Runs, *run)
+			}
+		}
+		list.Runs = list.Runs[max(0, len(list.Runs)-maxOwners):]
+		writeJSON(w, http.StatusOK, list)
+		return
+	}
 	for _, id := range ids {
 		run, e := s.readRun(r.Context(), id, peer, false)
 		if e != nil {

@@ -99,9 +99,12 @@ func TestMigrateStatus(t *testing.T) {
 			if e, err := s.Execution(ctx, "stopped"); err != nil || e.Reason != "client went away" {
 				t.Errorf("the cancelled execution: %+v, %v", e, err)
 			}
+			if e, err := s.Execution(ctx, "done"); err != nil || e.Owner != "" {
+				t.Errorf("an older row's owner: %+v, %v; want none", e, err)
+			}
 			var v int
-			if err := s.conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil || v != 3 {
-				t.Errorf("user_version %d, %v; want %d", v, err, 3)
+			if err := s.conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil || v != schemaVersion {
+				t.Errorf("user_version %d, %v; want %d", v, err, schemaVersion)
 			}
 		})
 	}

@@ -36,7 +36,7 @@ var (
 )
 
 const (
-	schemaVersion = 3
+	schemaVersion = 4
 	applicationID = 0x70737963 // "psyc"
 	commitDelay   = 5 * time.Millisecond
 	retryDelay    = time.Second // after a failed commit, when nothing new comes
@@ -110,6 +110,10 @@ var migrations = map[int][]string{
 		`ALTER TABLE executions ADD COLUMN reason TEXT NOT NULL DEFAULT ''`,
 		`UPDATE executions SET status = 'finished' WHERE result IS NOT NULL`,
 	},
+	// Who asked for the run (Execution.Owner): '' for an older row.
+	4: {
+		`ALTER TABLE executions ADD COLUMN owner TEXT NOT NULL DEFAULT ''`,
+	},
 }
 
 // schemaOf is the text sqlite_schema holds for each version, made once in
@@ -166,11 +170,11 @@ func schemaText(ctx context.Context, c *sql.Conn) ([]string, error) {
 }
 
 const (
-	execCols = `id, call_id, started, code, limits, network, bindings, backend, engine, interpreter, image, env_keys, result, duration_ns, finished, status, reason`
+	execCols = `id, call_id, started, code, limits, network, bindings, backend, engine, interpreter, image, env_keys, result, duration_ns, finished, status, reason, owner`
 	callCols = `seq, id, parent, tool, args, via, decision, reason, approver, approved, decision_ns, started, duration_ns, outcome, value, error, bytes_in, bytes_out, args_truncated, args_sha256, value_truncated, value_sha256`
 
 	insertExec = `INSERT INTO executions (` + execCols + `, failure, limit_hit)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 	insertCall     = `INSERT INTO calls (` + callCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	selectAttested = `SELECT backend, engine, interpreter, image, env_keys FROM executions WHERE id = ?`
 	updateFinish   = `UPDATE executions SET backend = ?, engine = ?, interpreter = ?, image = ?, env_keys = ?,
@@ -808,7 +812,7 @@ func execArgs(e *psych.Execution) ([]any, error) {
 	// In execCols order, then failure and limit_hit.
 	return []any{e.ID, e.CallID, started, e.Code, string(limits), boolInt(e.Network), string(bindings),
 		e.Backend, e.Engine, e.Interpreter, e.Image, string(mustJSON(e.EnvKeys)),
-		res[0], res[1], finished, string(status(e)), e.Reason, res[2], res[3]}, nil
+		res[0], res[1], finished, string(status(e)), e.Reason, e.Owner, res[2], res[3]}, nil
 }
 
 // resultArgs encodes r as its JSON, duration, failure type and limit hit,
@@ -854,7 +858,7 @@ func scanExecution(row scanner) (psych.Execution, error) {
 		result                      sql.NullString
 	)
 	err := row.Scan(&e.ID, &e.CallID, &started, &e.Code, &limits, &e.Network, &bindings,
-		&e.Backend, &e.Engine, &e.Interpreter, &e.Image, &envKeys, &result, &duration, &finished, &e.Status, &e.Reason)
+		&e.Backend, &e.Engine, &e.Interpreter, &e.Image, &envKeys, &result, &duration, &finished, &e.Status, &e.Reason, &e.Owner)
 	if err != nil {
 		return e, err
 	}

@@ -372,7 +372,7 @@ func testReadOwnWrites(t *testing.T, s psych.Store) {
 // field added to a record fails the suite until it is covered here.
 func fullExecution() (*psych.Execution, *sandbox.Result) {
 	e := &psych.Execution{
-		ID: "full", CallID: "call_1", Started: base, Code: "import math\nmath.pi\n",
+		ID: "full", CallID: "call_1", Owner: "uid:1000", Started: base, Code: "import math\nmath.pi\n",
 		Limits:   sandbox.Limits{CPUSeconds: 1.5, AddressSpaceBytes: 1 << 29, FileSizeBytes: 1 << 20, ProcessCount: 8, WallSeconds: 2.25, MemoryBytes: 1 << 28, StackBytes: 1 << 21, OpenFiles: 512, ApprovalSeconds: 42.5},
 		Network:  true,
 		Bindings: []sandbox.Binding{{Name: "search", Params: []string{"query", "limit"}, Doc: "Search the web."}, {Name: "fetch", Params: []string{"url"}, Doc: "Fetch a page."}},
