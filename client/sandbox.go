@@ -21,8 +21,9 @@ import (
 // checks its own arguments), with its Doc as its description; none is
 // destructive, so the server asks the client for no approval (a Binding
 // that wants a person's word suspends its run with sandbox.Suspend, which
-// freezes the run on the server). The Request's Output gets the stream's
-// stdout and stderr events as they come. Each call is answered by Bindings.Call
+// freezes the run on the server). The Request's Started is called as the
+// started event comes (once, however many the server sends), and its
+// Output gets the stream's stdout and stderr events as they come. Each call is answered by Bindings.Call
 // with a context that carries sandbox.RunContext: the run's id, and
 // Suspend (POST .../suspend, its resume POST .../resume).
 type Sandbox struct {
@@ -107,7 +108,16 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 			areq.Bindings = append(areq.Bindings, api.Tool{Name: b.Name, Description: b.Doc, Params: b.Params})
 		}
 	}
+	started := false // a server that sends started twice is told once
 	h := Handler{
+		Started: func(_ string, warm bool) {
+			if req.Started == nil || started {
+				return
+			}
+			started = true
+			defer func() { recover() }() // sandbox.Started: the run goes on
+			req.Started(warm)
+		},
 		Output: func(stream, data string) {
 			if req.Output == nil {
 				return

@@ -52,7 +52,23 @@ type Request struct {
 	// Stderr (nothing past the output cap; a UTF-8 sequence split between
 	// reads waits for its next bytes). See Output for the calls' promises.
 	Output Output
+	// Started, when set, is told that the program is about to start, and
+	// whether a warm pool's sandbox took the run. See Started.
+	Started Started
 }
+
+// Started is called once per Run that gets as far as starting the program
+// (Request.Started): after a warm pool's sandbox was dispatched the
+// request, or once a cold run's sandbox is started, and before the start
+// frame, so before the program's first line, its first binding call and
+// any Output call. warm is what the Result's Isolation.Warm says. A Run
+// that fails before the program could start never calls it; none comes
+// after Run returned. (On the remote backend it is called as the server's
+// started event arrives, still before any output or binding call.)
+//
+// It must not block: the run's start waits for it. A call that panics is
+// recovered; the run goes on.
+type Started func(warm bool)
 
 // Stream names one of a run's output streams.
 type Stream uint8

@@ -322,11 +322,16 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 		s.logRun(ar, wait, dur, res, ae)
 		return
 	}
+	// started is sent as the program is about to start (the sandbox tells
+	// whether a pooled sandbox took it), so before any output or call; a
+	// run that never starts has none.
+	sreq.Started = func(warm bool) {
+		ar.stream.send(api.Event{Event: api.EventStarted, ID: req.ID, Warm: &warm})
+	}
 	sreq.Output = func(st sandbox.Stream, data string) {
 		ar.stream.send(api.Event{Event: st.String(), Data: data})
 	}
 	startStream(w)
-	ar.stream.send(api.Event{Event: api.EventStarted, ID: req.ID})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)

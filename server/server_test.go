@@ -213,6 +213,15 @@ func (ts *testServer) events(t *testing.T, path, body string, answer func(ev *ap
 	}
 }
 
+// firstEvent is the first event as JSON, for a failure's message.
+func firstEvent(evs []timedEvent) string {
+	if len(evs) == 0 {
+		return "(none)"
+	}
+	b, _ := json.Marshal(evs[0].Event)
+	return string(b)
+}
+
 // post sends a JSON body and returns the status and body.
 func (ts *testServer) post(t *testing.T, path, body string) (int, []byte) {
 	t.Helper()
@@ -260,18 +269,21 @@ func TestRunJSON(t *testing.T) {
 
 // TestRunEvents: a program that prints and then sleeps: its stdout event
 // comes at least 1.5 s before its result, the data concatenate to the
-// Result's stdout and stderr, started comes first and exactly one
-// terminal event ends the stream.
+// Result's stdout and stderr, started comes first (its warm the result's
+// isolation.warm) and exactly one terminal event ends the stream.
 func TestRunEvents(t *testing.T) {
 	ts := newTestServer(t, serverOpts{})
 	code := "import sys, time\nprint('first', flush=True)\nsys.stderr.write('err\\n'); sys.stderr.flush()\ntime.sleep(2)\nprint('second')\n7"
 	evs := ts.events(t, "/v1/runs", jsonString(api.RunRequest{Code: code}), nil)
-	if len(evs) < 3 || evs[0].Event.Event != api.EventStarted || evs[0].ID == "" {
-		t.Fatalf("events %+v: want started first", evs)
+	if len(evs) < 3 || evs[0].Event.Event != api.EventStarted || evs[0].ID == "" || evs[0].Warm == nil {
+		t.Fatalf("%d events, the first %s: want started {id, warm} first", len(evs), firstEvent(evs))
 	}
 	last := evs[len(evs)-1]
 	if last.Event.Event != api.EventResult {
 		t.Fatalf("last event %+v, want result", last.Event)
+	}
+	if *evs[0].Warm != last.Result.Isolation.Warm {
+		t.Fatalf("started says warm %v, the result's isolation.warm %v", *evs[0].Warm, last.Result.Isolation.Warm)
 	}
 	var stdout, stderr strings.Builder
 	var firstOut time.Time
@@ -419,7 +431,8 @@ func TestServeMetrics(t *testing.T) {
 
 // TestPool: over a pooled Sandbox, Start waits for the pool to fill,
 // /v1/info tells its size and ready count, MaxRuns defaults to its size
-// (at least 2), psych_pool_ready follows it, and a run is served warm.
+// (at least 2), psych_pool_ready follows it, and a run is served warm (a
+// streamed one's started event says warm).
 func TestPool(t *testing.T) {
 	testutil.RequireRoot(t, "a pool needs a run cgroup and a range of outside ids")
 	ts := newTestServer(t, serverOpts{noStart: true, sandbox: subprocess.Config{Pool: &sandbox.PoolConfig{Size: 3}}})
@@ -449,6 +462,14 @@ func TestPool(t *testing.T) {
 	}
 	if got := counterValue(t, ts.met.runs.WithLabelValues(outcomeOK, "", "true")); got != 1 {
 		t.Fatalf("psych_runs_total{warm=true} = %v, want 1", got)
+	}
+	// A stream's started event says so before the program runs.
+	evs := ts.events(t, "/v1/runs", `{"code":"print('x')"}`, nil)
+	if len(evs) < 2 || evs[0].Event.Event != api.EventStarted || evs[0].Warm == nil || !*evs[0].Warm {
+		t.Fatalf("a streamed run over a pool: %d events, the first %s; want started {warm: true} first", len(evs), firstEvent(evs))
+	}
+	if last := evs[len(evs)-1]; last.Event.Event != api.EventResult || !last.Result.Isolation.Warm {
+		t.Fatalf("a streamed run over a pool ended with %+v; want a warm result", last.Event)
 	}
 }
 

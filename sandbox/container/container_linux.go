@@ -511,6 +511,7 @@ func (r *run) serve(ctx context.Context) (*sandbox.Result, error) {
 		SetupInPidsPeak: true,
 		Freeze:          r.freeze,
 		CPUBase:         r.cpuBase,
+		Warm:            r.iso.Warm,
 	}
 	if r.cg != nil {
 		setup.Meter = r.cg

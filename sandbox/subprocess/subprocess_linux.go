@@ -675,7 +675,7 @@ func (r *run) serve(ctx context.Context) (*sandbox.Result, error) {
 	setup := host.Setup{
 		Request: r.req, Wire: r.host, MaxFrame: s.cfg.MaxFrameBytes, MaxOutput: s.cfg.MaxOutputBytes,
 		Stdout: r.outR, Stderr: r.errR, Exited: r.exited, Kill: r.killTree, Started: r.started,
-		CPUBase: r.cpuBase, SetupInPidsPeak: r.dispatched,
+		CPUBase: r.cpuBase, SetupInPidsPeak: r.dispatched, Warm: r.iso.Warm,
 		// The cgroup's kill takes the whole tree at once.
 		EndAtExitFrame: r.endsAtReport(),
 	}

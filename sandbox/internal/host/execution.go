@@ -56,6 +56,9 @@ type Setup struct {
 	// all the same. Only for a backend whose Kill takes the whole tree at once; else the
 	// run ends at Exited.
 	EndAtExitFrame bool
+	// Warm says a warm pool's sandbox was dispatched the run (what
+	// Isolation.Warm will say); Begin tells Request.Started so.
+	Warm bool
 }
 
 // CPUPoll is how often the whole-run CPU and OOM counters are read.
@@ -106,9 +109,13 @@ type Execution struct {
 	approvalOut   chan struct{}
 }
 
-// Begin starts serving the wire and draining the output. The wall clock
-// starts now.
+// Begin tells the request's Started (first: before any output is drained
+// and the start frame is sent), then starts serving the wire and draining
+// the output. The wall clock starts now.
 func Begin(ctx context.Context, s Setup) *Execution {
+	if s.Request.Started != nil {
+		tellStarted(s.Request.Started, s.Warm)
+	}
 	e := &Execution{s: s, served: make(chan struct{}), approvalOut: make(chan struct{})}
 	e.stdout.Max, e.stderr.Max = s.MaxOutput, s.MaxOutput
 	if out := s.Request.Output; out != nil {
@@ -169,6 +176,13 @@ func deliver(out sandbox.Output, stream sandbox.Stream, broken *atomic.Bool) fun
 		}()
 		out(stream, text)
 	}
+}
+
+// tellStarted calls started, recovering a panic (sandbox.Started): the run
+// goes on.
+func tellStarted(started sandbox.Started, warm bool) {
+	defer func() { recover() }()
+	started(warm)
 }
 
 // Clock is the run's wall clock; pause it while the run is frozen.

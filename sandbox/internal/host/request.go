@@ -28,6 +28,8 @@ type Request struct {
 	Env map[string]string
 	// Output receives the output as it comes; nil when not asked for.
 	Output sandbox.Output
+	// Started is told the program is about to start; nil when not asked for.
+	Started sandbox.Started
 	// Start is the start frame's body: with no environment until SetStart.
 	Start []byte
 
@@ -37,7 +39,7 @@ type Request struct {
 // Prepare validates req against a backend's merged defaults, frame cap and
 // environment allowlist. Every error wraps sandbox.ErrInvalidRequest.
 func Prepare(req sandbox.Request, defaults sandbox.Limits, maxFrame int, allowlist []string) (*Request, error) {
-	r := &Request{ID: req.ID, Code: req.Code, Network: req.Network, Bindings: req.Bindings, Output: req.Output, Limits: req.Limits.Merge(defaults), maxFrame: maxFrame}
+	r := &Request{ID: req.ID, Code: req.Code, Network: req.Network, Bindings: req.Bindings, Output: req.Output, Started: req.Started, Limits: req.Limits.Merge(defaults), maxFrame: maxFrame}
 	if err := r.Limits.Validate(); err != nil {
 		return nil, err
 	}
