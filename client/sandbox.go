@@ -108,7 +108,8 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 			areq.Bindings = append(areq.Bindings, api.Tool{Name: b.Name, Description: b.Doc, Params: b.Params})
 		}
 	}
-	started := false // a server that sends started twice is told once
+	started := false      // a server that sends started twice is told once
+	outputBroken := false // an Output that panicked is called no more (sandbox.Output)
 	h := Handler{
 		Started: func(_ string, warm bool) {
 			if req.Started == nil || started {
@@ -119,9 +120,14 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 			req.Started(warm)
 		},
 		Output: func(stream, data string) {
-			if req.Output == nil {
+			if req.Output == nil || outputBroken {
 				return
 			}
+			defer func() {
+				if recover() != nil {
+					outputBroken = true
+				}
+			}()
 			switch stream {
 			case api.EventStdout:
 				req.Output(sandbox.Stdout, data)

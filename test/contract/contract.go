@@ -127,6 +127,7 @@ func Run(t *testing.T, b Backend) {
 		{"OutputLive", s.outputLive},
 		{"OutputMatchesResult", s.outputMatchesResult},
 		{"OutputNothingAfterRun", s.outputNothingAfterRun},
+		{"OutputPanics", s.outputPanics},
 		{"Started", s.started},
 		{"Environment", s.environment},
 		{"SetsidGrandchild", s.setsidGrandchild},

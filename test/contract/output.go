@@ -193,3 +193,28 @@ time.sleep(0.3)
 }
 
 func tail(s string) string { return s[max(len(s)-8, 0):] }
+
+// outputPanics: an Output that panics is called no more, and the run goes
+// on: its Result holds the whole output.
+func (s *suite) outputPanics(t *testing.T) {
+	sb := s.b.New(t, Options{})
+	var calls atomic.Int32
+	req := sandbox.Request{Code: "import time\nprint('one', flush=True)\ntime.sleep(0.5)\nprint('two', flush=True)\ntime.sleep(0.5)\nprint('three')\n'done'",
+		Output: func(sandbox.Stream, string) {
+			calls.Add(1)
+			panic("a caller's bug")
+		}}
+	ctx, cancel := context.WithTimeout(context.Background(), s.scaled(time.Minute))
+	defer cancel()
+	res, err := sb.Run(ctx, req)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	wantSuccess(t, res)
+	if res.Stdout != "one\ntwo\nthree\n" {
+		t.Errorf("stdout %q, want all three lines", res.Stdout)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("Output was called %d times; want once, then no more after its panic", n)
+	}
+}
