@@ -60,9 +60,12 @@ type Config struct {
 	// cancelled (default 30 s).
 	WriteTimeout time.Duration
 	// StreamBufferBytes bounds the events a stream holds that its client
-	// has not read yet (default 1 MiB, the backends' output cap): a
-	// client further behind gets error{slow_consumer} and its run is
-	// cancelled. The terminal event is not counted.
+	// has not read yet, as encoded (default 4 MiB: a run's whole output at
+	// the backends' default caps, 1 MiB on stdout and on stderr, with the
+	// events' framing and room to spare, so a client that reads as fast
+	// as it can is never cut off by a burst on a loaded host): a client
+	// further behind gets error{slow_consumer} and its run is cancelled.
+	// The terminal event is not counted.
 	StreamBufferBytes int
 	// AllowUIDs and AllowGIDs are the peers a Unix socket serves besides
 	// root and the server's own uid (the gid is the peer's primary one, as

@@ -32,7 +32,7 @@ const (
 	DefaultDrainTimeout      = 30 * time.Second
 	DefaultKeepalive         = 15 * time.Second
 	DefaultWriteTimeout      = 30 * time.Second
-	DefaultStreamBufferBytes = 1 << 20
+	DefaultStreamBufferBytes = 4 << 20
 	// minMaxRuns is MaxRuns' least default, whatever the pool's size.
 	minMaxRuns = 2
 )
