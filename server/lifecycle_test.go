@@ -185,7 +185,9 @@ func TestSlowConsumer(t *testing.T) {
 // stands still: suspended_seconds) and resume it.
 func TestKeepaliveAndSuspend(t *testing.T) {
 	ts := newTestServer(t, serverOpts{cfg: func(c *Config) { c.Keepalive = 200 * time.Millisecond }})
-	req := api.RunRequest{ID: "ka-1", Code: "import time\ntime.sleep(1)\ngreet('x')", Bindings: []api.Tool{greetTool}}
+	// It sleeps after the call too: a suspend after the answer finds the
+	// run still in flight (409), not gone (404).
+	req := api.RunRequest{ID: "ka-1", Code: "import time\ntime.sleep(1)\ngreet('x')\ntime.sleep(1)", Bindings: []api.Tool{greetTool}}
 	keepalives := 0
 	evs := ts.events(t, "/v1/runs", jsonString(req), func(ev *api.Event) {
 		switch ev.Event {
