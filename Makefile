@@ -52,7 +52,7 @@ VM_PACKAGES   ?= ./cgroups ./sandbox/subprocess
 VM_RUN        ?=
 VM_BENCH      ?=
 VM_TIME_SCALE ?= 4
-VM_TIMEOUT    ?= 900
+VM_TIMEOUT    ?= 1500
 .PHONY: vm-test
 vm-test: deps
 	GO='$(GO)' VM_PACKAGES='$(VM_PACKAGES)' VM_RUN='$(value VM_RUN)' VM_BENCH='$(value VM_BENCH)' \

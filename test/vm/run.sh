@@ -13,9 +13,9 @@
 #   VM_TIME_SCALE    PSYCH_TIME_SCALE in the guest: the tests stretch their
 #                    time bounds by it under emulation (default 4)
 #   VM_TIMEOUT       seconds for the whole boot, after which qemu is killed
-#                    and the lane fails (default 900)
+#                    and the lane fails (default 1500)
 #   GO               the go command (default: go)
-#   VM_TEST_TIMEOUT  -test.timeout for each binary (default 10m)
+#   VM_TEST_TIMEOUT  -test.timeout for each binary (default 20m)
 #   VM_CGROUP        run the tests in this non-root cgroup (e.g.
 #                    /psych.slice/test.service) with the controllers
 #                    delegated to it, instead of in the root cgroup
@@ -38,8 +38,8 @@ VM_RUN=${VM_RUN:-}
 VM_BENCH=${VM_BENCH:-}
 VM_BENCHTIME=${VM_BENCHTIME:-20x}
 VM_TIME_SCALE=${VM_TIME_SCALE:-4}
-VM_TIMEOUT=${VM_TIMEOUT:-900}
-VM_TEST_TIMEOUT=${VM_TEST_TIMEOUT:-10m}
+VM_TIMEOUT=${VM_TIMEOUT:-1500}
+VM_TEST_TIMEOUT=${VM_TEST_TIMEOUT:-20m}
 VM_CGROUP=${VM_CGROUP:-}
 VM_MEM=${VM_MEM:-4G}
 VM_SMP=${VM_SMP:-2}
