@@ -49,14 +49,21 @@ const floorRounds = 9
 // Each side's best is both in the fast placement; nine rounds make it
 // unlikely that every round of one side lands slow.
 func bindingFloor(ctx context.Context, sb sandbox.Sandbox, python string) (*Binding, error) {
+	return roundTrips(ctx, sb, python, floorRounds, "bench: binding loop")
+}
+
+// roundTrips runs echo(i=1) through sb and the raw echo floor, alternately,
+// rounds times each, and keeps each side's best median; what names the
+// loop in an error.
+func roundTrips(ctx context.Context, sb sandbox.Sandbox, python string, rounds int, what string) (*Binding, error) {
 	var call, floor []float64
-	for range floorRounds {
+	for range rounds {
 		res, err := sb.Run(ctx, sandbox.Request{Code: medianLoop("", "echo(i=1)"), Bindings: demotools.Bindings{}})
 		if err != nil {
 			return nil, err
 		}
 		if res.Failure != nil {
-			return nil, fmt.Errorf("bench: binding loop: %s", res.Failure.Message)
+			return nil, fmt.Errorf("%s: %s", what, res.Failure.Message)
 		}
 		v, err := strconv.ParseFloat(string(res.Value), 64)
 		if err != nil {

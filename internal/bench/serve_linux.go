@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/psych-runtime/psych/client"
 	"github.com/psych-runtime/psych/sandbox"
-	"github.com/psych-runtime/psych/sandbox/demotools"
 )
 
 // servePool is the serve rows' server's warm pool.
@@ -148,28 +146,7 @@ const serveRounds = 3
 // program), and the raw echo floor, alternately, keeping each side's best
 // median (see bindingFloor).
 func serveTool(ctx context.Context, sb sandbox.Sandbox, python string) (*Binding, error) {
-	var call, floor []float64
-	for range serveRounds {
-		res, err := sb.Run(ctx, sandbox.Request{Code: medianLoop("", "echo(i=1)"), Bindings: demotools.Bindings{}})
-		if err != nil {
-			return nil, err
-		}
-		if res.Failure != nil {
-			return nil, fmt.Errorf("client tool loop: %s", res.Failure.Message)
-		}
-		v, err := strconv.ParseFloat(string(res.Value), 64)
-		if err != nil {
-			return nil, err
-		}
-		call = append(call, v*1e6)
-		f, err := echoFloor(python)
-		if err != nil {
-			return nil, err
-		}
-		floor = append(floor, f*1e6)
-	}
-	c, f := slices.Min(call), slices.Min(floor)
-	return &Binding{CallUS: c, FloorUS: f, Ratio: c / f, CallRoundsUS: call, FloorRoundsUS: floor}, nil
+	return roundTrips(ctx, sb, python, serveRounds, "client tool loop")
 }
 
 // serveQueued is how many runs wait in the server's queue while its RSS is
