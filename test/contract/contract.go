@@ -412,8 +412,9 @@ var envMu sync.Mutex
 
 // setenv sets the host's variables (name, value, name, value...) for the
 // rest of the case, as t.Setenv, which a parallel suite cannot use; the
-// case holds envMu until it ends, so no other suite's case sees or changes
-// them meanwhile.
+// case holds envMu until it ends, so no other setenv case sees or changes
+// them meanwhile. A case that allowlists a name without setenv must use a
+// name no case sets (noStateAcrossRuns): the host's value would reach it.
 func setenv(t *testing.T, kv ...string) {
 	t.Helper()
 	envMu.Lock()
