@@ -61,7 +61,7 @@ func call(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cli.ExitUsage
 	}
 	o := run.ExecOptions{DemoTools: demo, Store: store}
-	return run.Serve(stdin, stdout, stderr, func(ctx context.Context, line []byte, st *eventstream.Stdio) api.Event {
+	return run.Serve(stdin, nil, stdout, stderr, func(ctx context.Context, line []byte, st *eventstream.Stdio) api.Event {
 		var req api.CallRequest
 		if err := api.DecodeStrict(line, &req); err != nil {
 			return errorEvent(api.CodeInvalidRequest, err.Error())

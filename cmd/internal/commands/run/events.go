@@ -65,8 +65,8 @@ func events(c Config, f *flags, fs *flag.FlagSet, args []string, stdin io.Reader
 	case f.host != "" || f.tokenFile != "":
 		fmt.Fprint(stderr, "psych run: --events runs here: not with --host, PSYCH_HOST or --token-file\n")
 		return cli.ExitUsage
-	case c.Events == nil:
-		return cli.HandOver(stderr, append([]string{"run"}, args...), "--events")
+	case c.Events == nil && (f.Container() || f.store != "" || f.demoTools):
+		return cli.HandOver(stderr, append([]string{"run"}, args...), "--events with --backend container, --store or --demo-tools")
 	}
 	for _, l := range []struct {
 		flag  string
@@ -77,10 +77,24 @@ func events(c Config, f *flags, fs *flag.FlagSet, args []string, stdin io.Reader
 			return cli.ExitUsage
 		}
 	}
-	return Serve(stdin, stdout, stderr, func(ctx context.Context, line []byte, st *eventstream.Stdio) api.Event {
+	var request io.Reader
+	if f.requestFD > 0 { // psych handed over a request it read (handOver)
+		request = os.NewFile(uintptr(f.requestFD), "request")
+	}
+	return Serve(stdin, request, stdout, stderr, func(ctx context.Context, line []byte, st *eventstream.Stdio) api.Event {
 		req, e := decodeRunRequest(line)
 		if e != nil {
 			return api.Event{Event: api.EventError, Error: e}
+		}
+		if c.Events == nil && len(req.Bindings) > 0 {
+			// The request's tools go through the tool path, which
+			// psych-full links: it reads the request again from a memfd.
+			fd, err := requestFile(line)
+			if err != nil {
+				return api.Event{Event: api.EventError, Error: ErrorOf(ctx, err)}
+			}
+			cli.HandOver(stderr, append([]string{"run", fdArg(fd)}, args...), "--events with bindings")
+			return api.Event{Event: api.EventError, Error: &api.Error{Code: api.CodeHostFault, Message: "hand the run over to " + cli.FullBinary + " failed (see stderr)"}}
 		}
 		sb, closeSandbox, err := f.SandboxFlags.New(c.Container)
 		if err != nil {
@@ -94,7 +108,12 @@ func events(c Config, f *flags, fs *flag.FlagSet, args []string, stdin io.Reader
 			Started: func(warm bool) { st.Send(api.Event{Event: api.EventStarted, ID: req.ID, Warm: &warm}) },
 			Output:  func(s sandbox.Stream, data string) { st.Send(api.Event{Event: s.String(), Data: data}) },
 		}
-		res, err := c.Events(ctx, sb, req, sreq, ExecOptions{DemoTools: f.demoTools, Store: f.store}, st)
+		var res *sandbox.Result
+		if c.Events == nil { // no tools, no store: the sandbox itself
+			res, err = sb.Run(ctx, sreq)
+		} else {
+			res, err = c.Events(ctx, sb, req, sreq, ExecOptions{DemoTools: f.demoTools, Store: f.store}, st)
+		}
 		if err != nil && res == nil {
 			return api.Event{Event: api.EventError, Error: ErrorOf(ctx, err)}
 		}
@@ -171,8 +190,8 @@ func ErrorOf(ctx context.Context, err error) *api.Error {
 // cancels do's context on SIGINT or SIGTERM, when the client stops
 // reading (a failed write, a broken pipe) or falls behind by more than
 // the stream's cap. It exits 0 once the terminal event was written, else
-// 1.
-func Serve(stdin io.Reader, stdout, stderr io.Writer, do func(ctx context.Context, line []byte, st *eventstream.Stdio) api.Event) int {
+// 1. request, when not nil, holds the request line in place of stdin.
+func Serve(stdin, request io.Reader, stdout, stderr io.Writer, do func(ctx context.Context, line []byte, st *eventstream.Stdio) api.Event) int {
 	// A broken pipe on stdout is a write error here, not the end of psych:
 	// the run is cancelled and torn down.
 	pipe := make(chan os.Signal, 1)
@@ -184,7 +203,11 @@ func Serve(stdin io.Reader, stdout, stderr io.Writer, do func(ctx context.Contex
 	defer cancel()
 	st := eventstream.NewStdio(eventsBufferBytes, cancel)
 	in := bufio.NewReaderSize(stdin, 64<<10)
-	line, err := eventstream.ReadLine(in, api.MaxStdioRequestBytes)
+	from := in
+	if request != nil {
+		from = bufio.NewReaderSize(request, 64<<10)
+	}
+	line, err := eventstream.ReadLine(from, api.MaxStdioRequestBytes)
 	if err != nil {
 		what := err.Error()
 		if err == io.EOF {

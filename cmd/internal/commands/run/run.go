@@ -72,6 +72,7 @@ type flags struct {
 	cli.SandboxFlags
 	json, network, demoTools       bool
 	events                         bool
+	requestFD                      int
 	approve, store                 string
 	host, tokenFile                string
 	cpu, wall, approval            float64
@@ -85,6 +86,7 @@ func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	fs := flag.NewFlagSet("psych run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.BoolVar(&f.json, "json", false, "print the Result as one JSON object")
+	fs.IntVar(&f.requestFD, "request-fd", 0, "with --events: read the request from this fd, not stdin (the lean psych hands a request it read to psych-full so)")
 	fs.BoolVar(&f.events, "events", false, "the embedded transport: read one request (the API's POST /v1/runs body) as a JSON line on stdin, write the API's events on stdout, read the answers to call and approval events on stdin (api/events.md)")
 	fs.Float64Var(&f.cpu, "cpu-seconds", 0, "CPU limit in seconds (default 10)")
 	fs.Var(&f.addressSpace, "address-space", "address-space limit: bytes, or with KiB/MiB/GiB (default 512MiB)")
