@@ -91,6 +91,32 @@ class Cases:
         self.assertEqual([t["name"] for t in rt.tools()], ["remove", "run_code"])
         self.assertEqual([t["name"] for t in Runtime(registry=reg).tools()], ["remove"])
 
+    def test_turn(self) -> None:
+        """Runtime.turn runs the model's loop: each tool call through
+        call() (run_code's program calling a registry tool), its outcome a
+        tool message, until the model answers without calling."""
+        reg = Registry()
+        reg.register(lambda a, b: a * b, name="mul")
+
+        class Model:
+            def __init__(self) -> None:
+                self.seen: List[Any] = []
+
+            def next(self, transcript: List[Any], tools: List[Any]) -> Any:
+                self.seen.append([t["name"] for t in tools])
+                if transcript[-1]["role"] == "user":
+                    return {"content": "", "tool_calls": [{"id": "t1", "name": "run_code", "args": {"code": "mul(6, 7)"}},
+                                                          {"id": "t2", "name": "mul", "args": {"a": "x"}}]}
+                return {"content": "done"}
+
+        m = Model()
+        out = Runtime(registry=reg, sandbox=self.sandbox(), model=m).turn([{"role": "user", "content": "6*7?"}])
+        self.assertEqual([x["role"] for x in out], ["user", "assistant", "tool", "tool", "assistant"])
+        self.assertEqual(__import__("json").loads(out[2]["content"])["value"], 42)
+        self.assertEqual(__import__("json").loads(out[3]["content"])["outcome"], "invalid")
+        self.assertEqual((out[2]["tool_call_id"], out[3]["name"], out[4]["content"]), ("t1", "mul", "done"))
+        self.assertEqual(m.seen, [["mul", "run_code"]] * 2)
+
     def test_refused_request(self) -> None:
         with self.assertRaises(ConfigurationError):
             self.sandbox().run("1", env={"PSYCH_NOT_ALLOWED": "x"})
