@@ -140,6 +140,9 @@ class EmbeddedTests(Cases, unittest.TestCase):
             self.assertEqual(r.isolation["limits"]["nproc"].split()[0], str(7 + 2))  # psych's two of its own
             r = sb.run("import os\nos.environ.get('PSYCH_PY_CLIENT_B')", env={"PSYCH_PY_CLIENT_B": "mine"})
             self.assertEqual(r.value, "mine")
+            # run_code through the Runtime: the same sandbox's flags.
+            out = Runtime(sandbox=sb).call("run_code", {"code": "import os\nos.environ.get('PSYCH_PY_CLIENT_A')"})
+            self.assertEqual((out.outcome, out.value["value"]), ("ok", "host"), out.error)
         finally:
             del os.environ["PSYCH_PY_CLIENT_A"]
 

@@ -93,7 +93,6 @@ class Sandbox:
                 flags += ["--env", name]
             if require_network_denial:
                 flags.append("--require-network-denial")
-            self._flags = flags
             self._transport = Embedded(psych_bin, flags, [])
 
     def run(self, code: str, limits: Optional[SandboxLimits] = None, env: Optional[Mapping[str, str]] = None,
@@ -137,5 +136,5 @@ class Sandbox:
         return res
 
     def _call(self, request: Dict[str, Any], handler: Handler, extra: List[str]) -> Dict[str, Any]:
-        return with_retries(lambda: self._transport.call(request, handler, self._flags + extra if not self.host else []),
-                            self.capacity_retries)
+        # The embedded transport adds the sandbox's own flags itself.
+        return with_retries(lambda: self._transport.call(request, handler, [] if self.host else extra), self.capacity_retries)
