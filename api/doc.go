@@ -17,6 +17,10 @@
 // and ignores fields it does not know, so that a newer server's additions
 // do not break it.
 //
+// The same events reach a client over stdio from psych run --events and
+// psych call --events, the embedded transport (events.md describes both;
+// Answer is stdio's answer line).
+//
 // This package imports only sandbox: the lean psych binary and every
 // client link it.
 package api

@@ -3,7 +3,8 @@
 # have them (scripts/engines.sh, scripts/image.sh; root only), the wire
 # fuzzer and the host-core fuzzer, every package's tests under the race
 # detector (the contract suite on the subprocess backend and on containerd,
-# podman and docker), the bootstrap's tests on Python 3.8-3.13, the soak's
+# podman and docker), the bootstrap's tests on Python 3.8-3.13, the Python
+# package's (scripts/python-client-test.sh), the soak's
 # short form (SOAK_RUNS=200 per backend),
 # then, as root, the isolation tests again from an unprivileged host
 # process. The daemons it started are stopped on every path. Each phase's
@@ -74,6 +75,10 @@ for minor in 3.8 3.9 3.10 3.11 3.12 3.13; do
 	PSYCH_TEST_PYTHON=$py "$GO" test -count=1 ./bootstrap/
 done
 phase "bootstrap tests on Python 3.8-3.13"
+# The Python package (clients/python) on Debian's 3.11 and pyenv's 3.8 and
+# 3.13, against psych built from the tree and a real psych serve.
+GO="$GO" PYTHON="$PYTHON" ./scripts/python-client-test.sh
+phase "python client (clients/python on 3.11, 3.8, 3.13)"
 # The soak's short form (test/soak; make soak runs 2000): without the race
 # detector, whose own memory would swamp the RSS bound; the ./... pass above
 # skips it, saying so, and runs the soak package's fault tests.

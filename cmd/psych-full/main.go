@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/psych-runtime/psych/cmd/internal/commands/bench"
+	"github.com/psych-runtime/psych/cmd/internal/commands/call"
 	"github.com/psych-runtime/psych/cmd/internal/commands/doctor"
 	"github.com/psych-runtime/psych/cmd/internal/commands/run"
 	"github.com/psych-runtime/psych/cmd/internal/commands/runs"
@@ -19,7 +20,8 @@ import (
 
 func main() {
 	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr,
-		run.New(run.Config{Container: full.Container, Execute: full.Execute}),
+		run.New(run.Config{Container: full.Container, Execute: full.Execute, Events: full.Events}),
+		call.Command,
 		runs.Command,
 		doctor.Command,
 		bench.Command,

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/psych-runtime/psych/sandbox"
@@ -25,6 +26,10 @@ type ContainerOptions struct {
 	RequireNetworkDenial           bool
 	MaxOutputBytes                 int
 	Pool                           *sandbox.PoolConfig
+	// RunAs is --run-as UID:GID (nil: the backend's default); ExtraRunArgs
+	// --extra-run-arg (podman and docker only).
+	RunAs        *[2]uint32
+	ExtraRunArgs []string
 }
 
 // ContainerBackend makes the container backend and its close; psych-full
@@ -40,6 +45,8 @@ type SandboxFlags struct {
 	backend, engine, image, containerPython        string
 	env                                            envList
 	maxOutput                                      ByteSize
+	runAs                                          runAs
+	extraRunArgs                                   stringList
 
 	// Pool, when set before New, asks the backend for a warm pool (psych
 	// serve --pool).
@@ -59,6 +66,8 @@ func (f *SandboxFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.engine, "engine", "", "container engine: containerd, podman or docker (default: the first reachable)")
 	fs.StringVar(&f.image, "image", "", "container image (default "+DefaultImage+"; make image builds localhost/psych-python:3.11)")
 	fs.StringVar(&f.containerPython, "container-python", "", "interpreter inside the image where it has no io.psych.python label (default "+DefaultContainerPython+")")
+	fs.Var(&f.runAs, "run-as", "UID:GID[:COUNT] the program runs as outside the sandbox: COUNT ids from UID and GID, one per concurrent run (subprocess; the container backend takes UID:GID only); default: each run its own id from 100000000 as root, else your own")
+	fs.Var(&f.extraRunArgs, "extra-run-arg", "an argument for `podman run` or `docker run` (container backend; only the allowlisted flags, repeatable)")
 }
 
 // Container says whether the flags ask for the container backend.
@@ -74,10 +83,15 @@ func (f *SandboxFlags) Env() map[string]string { return f.env.values() }
 func (f *SandboxFlags) New(container ContainerBackend) (sandbox.Sandbox, func(), error) {
 	switch f.backend {
 	case "subprocess":
-		if f.engine != "" || f.image != "" || f.containerPython != "" {
-			return nil, nil, fmt.Errorf("--engine, --image and --container-python are for --backend container: %w", sandbox.ErrInvalidConfig)
+		if f.engine != "" || f.image != "" || f.containerPython != "" || len(f.extraRunArgs) > 0 {
+			return nil, nil, fmt.Errorf("--engine, --image, --container-python and --extra-run-arg are for --backend container: %w", sandbox.ErrInvalidConfig)
+		}
+		var ids *subprocess.IDRange
+		if f.runAs.set {
+			ids = &subprocess.IDRange{UID: f.runAs.uid, GID: f.runAs.gid, Count: f.runAs.count}
 		}
 		sb, err := subprocess.New(subprocess.Config{
+			RunAs: ids,
 			// A non-root user has no other id to run as: its own uid,
 			// mapped inside the run's user namespace as always.
 			AllowSameUID:         os.Geteuid() != 0,
@@ -104,7 +118,7 @@ func (f *SandboxFlags) New(container ContainerBackend) (sandbox.Sandbox, func(),
 		if container == nil {
 			return nil, nil, fmt.Errorf("--backend container: this build has no container backend (it is in %s): %w", FullBinary, sandbox.ErrInvalidConfig)
 		}
-		return container(ContainerOptions{
+		o := ContainerOptions{
 			Engine:               f.engine,
 			Image:                f.image,
 			ContainerPython:      f.containerPython,
@@ -112,7 +126,15 @@ func (f *SandboxFlags) New(container ContainerBackend) (sandbox.Sandbox, func(),
 			RequireNetworkDenial: f.requireDenial,
 			MaxOutputBytes:       int(f.maxOutput),
 			Pool:                 f.Pool,
-		})
+			ExtraRunArgs:         f.extraRunArgs,
+		}
+		if f.runAs.set {
+			if f.runAs.count > 1 {
+				return nil, nil, fmt.Errorf("--run-as with a COUNT is for --backend subprocess (the container backend runs every run as one UID:GID): %w", sandbox.ErrInvalidConfig)
+			}
+			o.RunAs = &[2]uint32{f.runAs.uid, f.runAs.gid}
+		}
+		return container(o)
 	}
 	return nil, nil, fmt.Errorf("--backend %q: want subprocess or container: %w", f.backend, sandbox.ErrInvalidConfig)
 }
@@ -161,6 +183,40 @@ func (f *SandboxFlags) EnvValues() map[string]string {
 		out[name] = value
 	}
 	return out
+}
+
+// runAs is --run-as UID:GID[:COUNT].
+type runAs struct {
+	set             bool
+	uid, gid, count uint32
+}
+
+func (r *runAs) String() string {
+	if !r.set {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d:%d", r.uid, r.gid, r.count)
+}
+
+// Set refuses anything but two or three decimal ids, and uid or gid 0.
+func (r *runAs) Set(v string) error {
+	parts := strings.Split(v, ":")
+	if len(parts) != 2 && len(parts) != 3 {
+		return errors.New("want UID:GID or UID:GID:COUNT")
+	}
+	var n [3]uint32
+	for i, p := range parts {
+		x, err := strconv.ParseUint(p, 10, 32)
+		if err != nil {
+			return fmt.Errorf("%q: not a decimal id", p)
+		}
+		n[i] = uint32(x)
+	}
+	if n[0] == 0 || n[1] == 0 {
+		return errors.New("never uid or gid 0")
+	}
+	*r = runAs{set: true, uid: n[0], gid: n[1], count: n[2]}
+	return nil
 }
 
 // stringList is a repeatable string flag.

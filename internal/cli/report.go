@@ -58,6 +58,12 @@ func ReadProgram(name string, stdin io.Reader) (string, error) {
 func PrintResult(res *sandbox.Result, stdout, stderr io.Writer) {
 	io.WriteString(stdout, res.Stdout)
 	io.WriteString(stderr, res.Stderr)
+	PrintEnd(res, stdout, stderr)
+}
+
+// PrintEnd is PrintResult without the program's output, for a run whose
+// output was passed through as it came.
+func PrintEnd(res *sandbox.Result, stdout, stderr io.Writer) {
 	if res.Value != nil {
 		fmt.Fprintf(stdout, "%s\n", res.Value)
 	}

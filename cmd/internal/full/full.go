@@ -33,7 +33,13 @@ func OpenStore(path string) (Store, error) { return sqlite.Open(path) }
 // Container is the container backend the sandbox flags ask for
 // (cli.ContainerBackend).
 func Container(o cli.ContainerOptions) (sandbox.Sandbox, func(), error) {
+	var ids *container.IDs
+	if o.RunAs != nil {
+		ids = &container.IDs{UID: o.RunAs[0], GID: o.RunAs[1]}
+	}
 	sb, err := container.New(container.Config{
+		RunAs:                ids,
+		ExtraRunArgs:         o.ExtraRunArgs,
 		Engine:               container.Engine(o.Engine),
 		Image:                o.Image,
 		ContainerPythonBin:   o.ContainerPython,

@@ -78,7 +78,18 @@ func remote(f *flags, fs *flag.FlagSet, stdin io.Reader, stdout, stderr io.Write
 		}
 	}
 	req := api.RunRequest{Code: code, Limits: f.limits(), Env: f.EnvValues(), Network: f.network}
-	res, err := c.Stream(ctx, req, client.Handler{Approve: approver(f.approve)})
+	h := client.Handler{Approve: approver(f.approve)}
+	if !f.json {
+		out := passThrough(stdout, stderr)
+		h.Output = func(stream, data string) {
+			if stream == "stderr" {
+				out(sandbox.Stderr, data)
+			} else {
+				out(sandbox.Stdout, data)
+			}
+		}
+	}
+	res, err := c.Stream(ctx, req, h)
 	if err != nil {
 		return reportRemote(stderr, err)
 	}
@@ -89,7 +100,11 @@ func remote(f *flags, fs *flag.FlagSet, stdin io.Reader, stdout, stderr io.Write
 	if f.json {
 		return cli.EncodeJSON(stdout, stderr, res)
 	}
-	cli.PrintResult(res, stdout, stderr)
+	if h.Output == nil {
+		cli.PrintResult(res, stdout, stderr)
+	} else {
+		cli.PrintEnd(res, stdout, stderr)
+	}
 	return cli.ExitOK
 }
 

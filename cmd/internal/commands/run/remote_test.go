@@ -50,7 +50,7 @@ func TestRemoteExitCodes(t *testing.T) {
 			gotAuth, gotBody = r.Header.Get("Authorization"), string(b)
 		}
 		w.Header().Set("Content-Type", api.MediaNDJSON)
-		io.WriteString(w, `{"event":"started","id":"r1"}`+"\n"+`{"event":"result","result":`+result+`}`+"\n")
+		io.WriteString(w, `{"event":"started","id":"r1"}`+"\n"+`{"event":"stdout","data":"hi\n"}`+"\n"+`{"event":"result","result":`+result+`}`+"\n")
 	}
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tokenFile, []byte("tok3n\n"), 0o600)

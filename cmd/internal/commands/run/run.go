@@ -45,6 +45,9 @@ type Config struct {
 	// approval and store; nil hands --demo-tools and --store to
 	// psych-full.
 	Execute func(ctx context.Context, sb sandbox.Sandbox, req sandbox.Request, o ExecOptions) (*sandbox.Result, error)
+	// Events runs a request of psych run --events (events.go); nil hands
+	// --events to psych-full.
+	Events EventsFunc
 }
 
 // ExecOptions are the run flags that need a psych.Runtime.
@@ -68,6 +71,8 @@ func New(c Config) cli.Command {
 type flags struct {
 	cli.SandboxFlags
 	json, network, demoTools       bool
+	events                         bool
+	requestFD                      int
 	approve, store                 string
 	host, tokenFile                string
 	cpu, wall, approval            float64
@@ -81,6 +86,8 @@ func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	fs := flag.NewFlagSet("psych run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.BoolVar(&f.json, "json", false, "print the Result as one JSON object")
+	fs.IntVar(&f.requestFD, "request-fd", 0, "with --events: read the request from this fd, not stdin (the lean psych hands a request it read to psych-full so)")
+	fs.BoolVar(&f.events, "events", false, "the embedded transport: read one request (the API's POST /v1/runs body) as a JSON line on stdin, write the API's events on stdout, read the answers to call and approval events on stdin (api/events.md)")
 	fs.Float64Var(&f.cpu, "cpu-seconds", 0, "CPU limit in seconds (default 10)")
 	fs.Var(&f.addressSpace, "address-space", "address-space limit: bytes, or with KiB/MiB/GiB (default 512MiB)")
 	fs.Var(&f.fileSize, "file-size", "largest file the program may write (default 10MiB)")
@@ -102,6 +109,12 @@ func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 			return cli.ExitOK
 		}
 		return cli.ExitUsage
+	}
+	if f.host == "" {
+		f.host = os.Getenv("PSYCH_HOST")
+	}
+	if f.events {
+		return events(c, &f, fs, args, stdin, stdout, stderr)
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprint(stderr, "psych run: want exactly one FILE or - (stdin)\n")
@@ -138,6 +151,9 @@ func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	}
 	defer closeSandbox()
 	req := sandbox.Request{Code: code, Network: f.network, Env: f.Env(), Limits: f.limits()}
+	if !f.json {
+		req.Output = passThrough(stdout, stderr)
+	}
 	ctx, stop := interrupts()
 	defer stop()
 	var res *sandbox.Result
@@ -162,7 +178,7 @@ func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		}
 		return status
 	}
-	cli.PrintResult(res, stdout, stderr)
+	cli.PrintEnd(res, stdout, stderr)
 	return status
 }
 
