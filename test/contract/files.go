@@ -172,7 +172,8 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // filesHostile: what a program leaves in /work to trap the host is
 // returned correctly or listed with its reason; the host follows no
-// symlink, opens no FIFO, reads no sparse giant, and never blocks.
+// symlink, opens no FIFO, reads no sparse giant (4 GiB: as large as a
+// server lets file_size_bytes be), and never blocks.
 func (s *suite) filesHostile(t *testing.T) {
 	code := `import os, subprocess, sys, time
 open('out.txt', 'w').write('result')
@@ -181,7 +182,7 @@ os.symlink('/etc/shadow', 'out.txt')
 os.symlink('/', 'root')
 os.mkfifo('fifo')
 with open('sparse', 'wb') as f:
-    f.truncate(10 << 30)
+    f.truncate(4 << 30)
 open('new\nline', 'w').write('newline')
 open(b'bad\xff'.decode('utf-8', 'surrogateescape'), 'w').write('bad')
 # A background process keeps growing a file as the run ends.
@@ -190,7 +191,7 @@ subprocess.Popen([sys.executable, '-c', "import time\nf = open('growing', 'ab', 
 while not os.path.exists('growing') or os.path.getsize('growing') < 4096:
     time.sleep(0.01)
 `
-	res := s.runReq(t, s.b.New(t, Options{}), sandbox.Request{Code: code, Limits: sandbox.Limits{FileSizeBytes: 16 << 30}})
+	res := s.runReq(t, s.b.New(t, Options{}), sandbox.Request{Code: code, Limits: sandbox.Limits{FileSizeBytes: 4 << 30}}) // a server's cap
 	wantSuccess(t, res)
 	got := outFiles(res)
 	if f, ok := got["new\nline"]; !ok || string(f.Data) != "newline" {
