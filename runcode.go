@@ -102,11 +102,26 @@ func (r *Runtime) execute(ctx context.Context, callID string, req sandbox.Reques
 		return nil, err
 	}
 	if st := r.cfg.Store; st != nil {
-		if err := st.FinishExecution(context.WithoutCancel(ctx), rec.ID, res); err != nil {
+		if err := st.FinishExecution(context.WithoutCancel(ctx), rec.ID, ledgerResult(res)); err != nil {
 			return res, fmt.Errorf("record execution %s: %w", rec.ID, err)
 		}
 	}
 	return res, nil
+}
+
+// ledgerResult is res as the Store records it: each of its files by path,
+// size, SHA-256 and mode, never its data (a copy; res is the caller's).
+func ledgerResult(res *sandbox.Result) *sandbox.Result {
+	if len(res.Files) == 0 {
+		return res
+	}
+	c := *res
+	c.Files = make([]sandbox.OutFile, len(res.Files))
+	for i, f := range res.Files {
+		f.Data = nil
+		c.Files[i] = f
+	}
+	return &c
 }
 
 // maxAbortReason bounds the Reason an execution that ended without a

@@ -1,0 +1,41 @@
+package psych_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/psych-runtime/psych"
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+// filesSandbox runs no program: its result has the files it was built with.
+type filesSandbox struct{ files []sandbox.OutFile }
+
+func (s *filesSandbox) Run(_ context.Context, req sandbox.Request) (*sandbox.Result, error) {
+	return &sandbox.Result{ID: req.ID, Files: s.files}, nil
+}
+
+func (s *filesSandbox) Close() error { return nil }
+
+// TestLedgerFilesWithoutData: the ledger records each file a run returned
+// by path, size and sha256, never its data; the caller's result keeps it.
+func TestLedgerFilesWithoutData(t *testing.T) {
+	st := psych.NewMemoryStore()
+	files := []sandbox.OutFile{{Path: "out.csv", Size: 3, SHA256: "abc", Mode: 0o644, Data: []byte("a,b")}}
+	r := newRuntime(t, psych.Config{Sandbox: &filesSandbox{files: files}, Store: st})
+	res, err := r.Execute(context.Background(), sandbox.Request{Code: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Files) != 1 || string(res.Files[0].Data) != "a,b" {
+		t.Fatalf("the caller's result lost its files' data: %+v", res.Files)
+	}
+	rec, err := st.Execution(context.Background(), res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rec.Result.Files
+	if len(got) != 1 || got[0].Path != "out.csv" || got[0].Size != 3 || got[0].SHA256 != "abc" || got[0].Data != nil {
+		t.Fatalf("the ledger's files: %+v; want path, size and sha256 without data", got)
+	}
+}
