@@ -2,6 +2,7 @@ package psych_test
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
 	"github.com/psych-runtime/psych"
@@ -17,13 +18,14 @@ func (s *filesSandbox) Run(_ context.Context, req sandbox.Request) (*sandbox.Res
 
 func (s *filesSandbox) Close() error { return nil }
 
-// TestLedgerFilesWithoutData: the ledger records each file a run returned
-// by path, size and sha256, never its data; the caller's result keeps it.
+// TestLedgerFilesWithoutData: the ledger records each file a request
+// handed in and each a run returned by path, size and sha256, never its
+// data; the caller's result keeps it.
 func TestLedgerFilesWithoutData(t *testing.T) {
 	st := psych.NewMemoryStore()
 	files := []sandbox.OutFile{{Path: "out.csv", Size: 3, SHA256: "abc", Mode: 0o644, Data: []byte("a,b")}}
 	r := newRuntime(t, psych.Config{Sandbox: &filesSandbox{files: files}, Store: st})
-	res, err := r.Execute(context.Background(), sandbox.Request{Code: "1"})
+	res, err := r.Execute(context.Background(), sandbox.Request{Code: "1", Files: []sandbox.File{{Path: "in.txt", Data: []byte("abc")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,6 +35,10 @@ func TestLedgerFilesWithoutData(t *testing.T) {
 	rec, err := st.Execution(context.Background(), res.ID)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// sha256("abc")
+	if want := []psych.FileRecord{{Path: "in.txt", Size: 3, SHA256: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"}}; !reflect.DeepEqual(rec.Files, want) {
+		t.Fatalf("the ledger's files in: %+v, want %+v", rec.Files, want)
 	}
 	got := rec.Result.Files
 	if len(got) != 1 || got[0].Path != "out.csv" || got[0].Size != 3 || got[0].SHA256 != "abc" || got[0].Data != nil {

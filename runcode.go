@@ -2,6 +2,8 @@ package psych
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -79,6 +81,7 @@ func (r *Runtime) execute(ctx context.Context, callID string, req sandbox.Reques
 	rec := &Execution{
 		ID: req.ID, CallID: callID, Owner: r.owner, Started: time.Now(),
 		Code: req.Code, Limits: req.Limits, Network: req.Network, Bindings: b.List(),
+		Files: fileRecords(req.Files),
 	}
 	if st := r.cfg.Store; st != nil {
 		if err := st.BeginExecution(context.WithoutCancel(ctx), rec); err != nil {
@@ -107,6 +110,16 @@ func (r *Runtime) execute(ctx context.Context, callID string, req sandbox.Reques
 		}
 	}
 	return res, nil
+}
+
+// fileRecords are files as the ledger records them.
+func fileRecords(files []sandbox.File) []FileRecord {
+	var out []FileRecord
+	for _, f := range files {
+		sum := sha256.Sum256(f.Data)
+		out = append(out, FileRecord{Path: f.Path, Size: int64(len(f.Data)), SHA256: hex.EncodeToString(sum[:])})
+	}
+	return out
 }
 
 // ledgerResult is res as the Store records it: each of its files by path,
