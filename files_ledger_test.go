@@ -3,6 +3,7 @@ package psych_test
 import (
 	"context"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/psych-runtime/psych"
@@ -43,5 +44,23 @@ func TestLedgerFilesWithoutData(t *testing.T) {
 	got := rec.Result.Files
 	if len(got) != 1 || got[0].Path != "out.csv" || got[0].Size != 3 || got[0].SHA256 != "abc" || got[0].Data != nil {
 		t.Fatalf("the ledger's files: %+v; want path, size and sha256 without data", got)
+	}
+}
+
+// TestReplayNotesFiles: a replay of a run that had files in says that the
+// ledger kept them by hash only, and that this replay has none.
+func TestReplayNotesFiles(t *testing.T) {
+	st := psych.NewMemoryStore()
+	r := newRuntime(t, psych.Config{Sandbox: &filesSandbox{}, Store: st})
+	res, err := r.Execute(context.Background(), sandbox.Request{Code: "1", Files: []sandbox.File{{Path: "a"}, {Path: "b"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.Replay(context.Background(), res.ID, psych.ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(rep.Notes, "\n"), "2 files in, which the ledger keeps by hash only") {
+		t.Fatalf("replay notes %q say nothing of the files", rep.Notes)
 	}
 }
