@@ -48,13 +48,15 @@ const (
 
 // NewWorkspace mounts a tmpfs of bytes and inodes at mnt (made here, mode
 // 0700), with "tmp" (mode 1777) and "work" (mode 0755) owned by the
-// run's outside uid and gid. The caller clones or binds its directories
+// run's outside uid and gid. Its root is mode 0700: while it is mounted on
+// the host (an engine binds its directories by path), no other local user
+// reaches a run's files through it. The caller clones or binds its directories
 // into the run, then Detaches it from mnt; Close releases it.
 func NewWorkspace(mnt string, bytes, inodes int64, uid, gid uint32) (w *Workspace, retErr error) {
 	if err := os.Mkdir(mnt, 0o700); err != nil {
 		return nil, fmt.Errorf("make the workspace's mount point: %w", err)
 	}
-	opts := "size=" + strconv.FormatInt(bytes, 10) + ",nr_inodes=" + strconv.FormatInt(inodes, 10) + ",mode=0755"
+	opts := "size=" + strconv.FormatInt(bytes, 10) + ",nr_inodes=" + strconv.FormatInt(inodes, 10) + ",mode=0700"
 	if err := unix.Mount("tmpfs", mnt, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		os.Remove(mnt)
 		return nil, fmt.Errorf("mount the workspace: %w", os.NewSyscallError("mount", err))

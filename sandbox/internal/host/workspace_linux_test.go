@@ -93,3 +93,13 @@ func TestWorkspaceClosed(t *testing.T) {
 		t.Fatalf("mount point left: %v", err)
 	}
 }
+
+// TestWorkspaceRootPrivate: while the workspace is mounted on the host, its
+// root keeps other local users out of the run's directories.
+func TestWorkspaceRootPrivate(t *testing.T) {
+	w, _ := newWorkspace(t)
+	fi, err := os.Stat(w.mnt)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the workspace's root: %v, %v; want mode 0700", fi, err)
+	}
+}
