@@ -24,6 +24,7 @@ build: deps
 
 demo: build
 	./bin/psych run --python $(PYTHON) --demo-tools examples/demo.py
+	./bin/psych run --python $(PYTHON) --file examples/sales.csv --out bin/demo --force examples/analysis.py
 
 # image: the container backend's image, localhost/psych-python:3.11, built
 # with debootstrap (no registry), cached under /var/cache/psych/image and

@@ -96,6 +96,9 @@ func (r *Runtime) Replay(ctx context.Context, id string, opts ReplayOptions) (*R
 	if rec.Network && !opts.Network {
 		rep.Notes = append(rep.Notes, "the recorded run had the network; this replay has none")
 	}
+	if len(rec.Files) > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("the recorded run had %d files in, which the ledger keeps by hash only; this replay has none", len(rec.Files)))
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {

@@ -2,6 +2,8 @@ package psych
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -79,6 +81,7 @@ func (r *Runtime) execute(ctx context.Context, callID string, req sandbox.Reques
 	rec := &Execution{
 		ID: req.ID, CallID: callID, Owner: r.owner, Started: time.Now(),
 		Code: req.Code, Limits: req.Limits, Network: req.Network, Bindings: b.List(),
+		Files: fileRecords(req.Files),
 	}
 	if st := r.cfg.Store; st != nil {
 		if err := st.BeginExecution(context.WithoutCancel(ctx), rec); err != nil {
@@ -102,11 +105,36 @@ func (r *Runtime) execute(ctx context.Context, callID string, req sandbox.Reques
 		return nil, err
 	}
 	if st := r.cfg.Store; st != nil {
-		if err := st.FinishExecution(context.WithoutCancel(ctx), rec.ID, res); err != nil {
+		if err := st.FinishExecution(context.WithoutCancel(ctx), rec.ID, ledgerResult(res)); err != nil {
 			return res, fmt.Errorf("record execution %s: %w", rec.ID, err)
 		}
 	}
 	return res, nil
+}
+
+// fileRecords are files as the ledger records them.
+func fileRecords(files []sandbox.File) []FileRecord {
+	var out []FileRecord
+	for _, f := range files {
+		sum := sha256.Sum256(f.Data)
+		out = append(out, FileRecord{Path: f.Path, Size: int64(len(f.Data)), SHA256: hex.EncodeToString(sum[:])})
+	}
+	return out
+}
+
+// ledgerResult is res as the Store records it: each of its files by path,
+// size, SHA-256 and mode, never its data (a copy; res is the caller's).
+func ledgerResult(res *sandbox.Result) *sandbox.Result {
+	if len(res.Files) == 0 {
+		return res
+	}
+	c := *res
+	c.Files = make([]sandbox.OutFile, len(res.Files))
+	for i, f := range res.Files {
+		f.Data = nil
+		c.Files[i] = f
+	}
+	return &c
 }
 
 // maxAbortReason bounds the Reason an execution that ended without a

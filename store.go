@@ -43,6 +43,13 @@ type Store interface {
 	Close() error
 }
 
+// FileRecord is a file as the ledger records it: never its data.
+type FileRecord struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
 // Execution is one recorded run of run_code.
 type Execution struct {
 	ID string `json:"id"`
@@ -60,6 +67,10 @@ type Execution struct {
 	Network bool           `json:"network"`
 	// Bindings are the bindings the program was offered, as it saw them.
 	Bindings []sandbox.Binding `json:"bindings"`
+	// Files are the files the request handed in (sandbox.Request.Files),
+	// each by path, size and SHA-256, never its data; the Result's files
+	// are recorded the same way.
+	Files []FileRecord `json:"files,omitempty"`
 	// What a replay needs to know it runs the same way, from the result's
 	// attestation: the backend, the engine, the interpreter or image
 	// digest, and the environment's names (never its values).

@@ -41,6 +41,9 @@ type RunRequest struct {
 	// calls them as functions, the server routes each call through its
 	// tool path and then to the client (a call event).
 	Bindings []Tool `json:"bindings,omitempty"`
+	// Files are written into the run's /work before its first line
+	// (sandbox.Request.Files); data is base64.
+	Files []sandbox.File `json:"files,omitempty"`
 }
 
 // Tool is a tool a client declares. Its calls go through the server's tool

@@ -98,7 +98,7 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 	s.mu.Unlock()
 	defer s.inflight.Done()
 
-	areq := api.RunRequest{ID: req.ID, Code: req.Code, Limits: req.Limits, Env: req.Env, Network: req.Network}
+	areq := api.RunRequest{ID: req.ID, Code: req.Code, Limits: req.Limits, Env: req.Env, Network: req.Network, Files: req.Files}
 	if req.Bindings != nil {
 		list := req.Bindings.List()
 		if err := sandbox.ValidateBindings(list); err != nil {

@@ -45,6 +45,14 @@ type Result struct {
 	// Isolation is what this run actually had, from kernel interfaces.
 	// Nil only when the backend has nothing to attest.
 	Isolation *Isolation `json:"isolation"`
+	// Files are the regular files of WorkDir the run created or changed
+	// (by SHA-256 against Request.Files), collected from the host's side
+	// after every process of the run was dead, sorted by path.
+	// FilesOmitted lists every entry a cap or its kind kept out, with why,
+	// and FilesTruncated is then true: nothing is dropped silently.
+	Files          []OutFile `json:"files,omitempty"`
+	FilesOmitted   []Omitted `json:"files_omitted,omitempty"`
+	FilesTruncated bool      `json:"files_truncated,omitempty"`
 }
 
 // Usage is what a whole run consumed, all its processes together.

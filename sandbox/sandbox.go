@@ -55,6 +55,11 @@ type Request struct {
 	// Started, when set, is told that the program is about to start, and
 	// whether a warm pool's sandbox took the run. See Started.
 	Started Started
+	// Files are written into WorkDir, the program's working directory,
+	// before its first line (on a warm run, at dispatch), owned by the
+	// run's user; see CheckFiles for the rules and the backend's FileCaps
+	// for the caps. Past any, ErrInvalidRequest and nothing runs.
+	Files []File
 }
 
 // Started is called once per Run that gets as far as starting the program

@@ -41,7 +41,8 @@ type Config struct {
 	// QueueNone for none); each waits at most QueueTimeout (default 10 s).
 	Queue        int
 	QueueTimeout time.Duration
-	// MaxRequestBytes bounds a request's body (default 16 MiB); the bodies
+	// MaxRequestBytes bounds a request's body (default 16 MiB plus the
+	// default files cap, 64 MiB, in base64: DefaultMaxRequestBytes); the bodies
 	// of the requests waiting in the queue count together against
 	// MaxQueuedBytes (default 4 × MaxRequestBytes).
 	MaxRequestBytes int64

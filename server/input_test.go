@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -132,5 +133,14 @@ func TestSlowHeader(t *testing.T) {
 	at := <-closed
 	if d := at.Sub(start); d > 6*time.Second {
 		t.Fatalf("the slow header's connection lived %v; want it closed within the 2 s header timeout", d)
+	}
+}
+
+// TestBodyCapFollowsFiles: the default body cap holds a request with the
+// files cap's worth of files, in base64, beside a program.
+func TestBodyCapFollowsFiles(t *testing.T) {
+	need := int64(base64.StdEncoding.EncodedLen(int(sandbox.DefaultFileCaps.InBytes)))
+	if DefaultMaxRequestBytes < need+1<<20 {
+		t.Fatalf("DefaultMaxRequestBytes %d cannot hold %d bytes of files in base64 (%d) and a program", DefaultMaxRequestBytes, sandbox.DefaultFileCaps.InBytes, need)
 	}
 }

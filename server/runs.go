@@ -306,7 +306,7 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, e)
 		return
 	}
-	sreq := sandbox.Request{ID: req.ID, Code: req.Code, Limits: req.Limits, Env: req.Env, Network: req.Network}
+	sreq := sandbox.Request{ID: req.ID, Code: req.Code, Limits: req.Limits, Env: req.Env, Network: req.Network, Files: req.Files}
 	if ar.stream == nil {
 		res, err := rt.Execute(ctx, sreq)
 		dur = time.Since(start)

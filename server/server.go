@@ -26,7 +26,7 @@ import (
 const (
 	DefaultQueue             = 64
 	DefaultQueueTimeout      = 10 * time.Second
-	DefaultMaxRequestBytes   = 16 << 20
+	DefaultMaxRequestBytes   = 16<<20 + (64<<20+2)/3*4 // 16 MiB and the files cap (sandbox.DefaultFileCaps.InBytes) in base64
 	DefaultHeaderTimeout     = 10 * time.Second
 	DefaultIdleTimeout       = 60 * time.Second
 	DefaultDrainTimeout      = 30 * time.Second

@@ -206,12 +206,18 @@ func (e *cliEngine) args(rs *runSpec, tmpDir, shmDir string) []string {
 		// podman's tmpfs takes no inode cap: /tmp and /dev/shm are capped
 		// tmpfs the host mounted, bound in.
 		a = append(a, "--pid=private", "--uts=private", "--read-only-tmpfs=false", "--security-opt=mask=/sys",
-			"-v", tmpDir+":/tmp:rw,nosuid,nodev", "-v", shmDir+":/dev/shm:rw,nosuid,nodev,noexec")
+			"-v", shmDir+":/dev/shm:rw,nosuid,nodev,noexec")
 	} else {
 		a = append(a, "-v", rs.empty+":/sys:ro",
-			"--tmpfs", "/tmp:"+strings.Join(tmpfsOptions(rs.tmpBytes, rs.tmpInodes, false), ","),
 			"--tmpfs", "/dev/shm:"+strings.Join(tmpfsOptions(rs.tmpBytes/4, rs.tmpInodes, true), ","))
 	}
+	// /tmp and /work are the run's workspace, which the host mounted
+	// nosuid and nodev; a bind keeps both (docker takes neither option).
+	opts := ":rw,nosuid,nodev"
+	if e.kind == Docker {
+		opts = ":rw"
+	}
+	a = append(a, "-v", rs.tmpDir+":/tmp"+opts, "-v", rs.workDir+":"+sandbox.WorkDir+opts, "--workdir", sandbox.WorkDir)
 	for _, b := range rs.binds {
 		a = append(a, "-v", b.source+":"+b.target+":ro")
 	}
@@ -226,12 +232,12 @@ func (e *cliEngine) start(ctx context.Context, rs *runSpec) (task, error) {
 	var tmpDir, shmDir string
 	if e.kind == Podman {
 		t.mnt = rs.scratch
-		tmpDir, shmDir = filepath.Join(t.mnt, "tmp"), filepath.Join(t.mnt, "shm")
+		shmDir = filepath.Join(t.mnt, "shm")
 		for _, m := range []struct {
 			dir           string
 			bytes, inodes int64
 			flags         uintptr
-		}{{tmpDir, rs.tmpBytes, rs.tmpInodes, 0}, {shmDir, rs.tmpBytes / 4, rs.tmpInodes, unix.MS_NOEXEC}} {
+		}{{shmDir, rs.tmpBytes / 4, rs.tmpInodes, unix.MS_NOEXEC}} {
 			if err := os.Mkdir(m.dir, 0o755); err != nil {
 				return nil, err
 			}

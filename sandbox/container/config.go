@@ -98,10 +98,14 @@ type Config struct {
 	// grants the network. Every other run's denial is verified anyway, and
 	// a run whose check fails is refused.
 	RequireNetworkDenial bool
-	// TmpBytes and TmpInodes cap /tmp (HOME, TMPDIR, the working
-	// directory); /dev/shm gets the same inode cap and a quarter of the
-	// size. Zero: DefaultTmpBytes, DefaultTmpInodes.
+	// TmpBytes and TmpInodes cap /tmp (HOME, TMPDIR) and /work (the
+	// working directory) together: one tmpfs the host mounts and binds in.
+	// /dev/shm gets the same inode cap and a quarter of the size. Zero:
+	// DefaultTmpBytes, DefaultTmpInodes.
 	TmpBytes, TmpInodes int64
+	// Files caps Request.Files and Result.Files; a zero field is its
+	// default (sandbox.DefaultFileCaps).
+	Files sandbox.FileCaps
 	// MaxOutputBytes caps stdout and stderr each. Zero: 1 MiB.
 	MaxOutputBytes int
 	// MaxFrameBytes caps one protocol frame. Zero: 16 MiB.
@@ -145,6 +149,7 @@ func (c *Config) defaults() {
 	if c.TmpBytes == 0 {
 		c.TmpBytes = DefaultTmpBytes
 	}
+	c.Files = c.Files.Merge()
 	if c.TmpInodes == 0 {
 		c.TmpInodes = DefaultTmpInodes
 	}
@@ -193,6 +198,7 @@ func (c *Config) validate() error {
 			return nil
 		},
 		func() error { return c.DefaultLimits.Validate() },
+		c.Files.Validate,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {

@@ -236,6 +236,9 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 	if err != nil {
 		return nil, err
 	}
+	if err := hr.SetFiles(req.Files, s.cfg.Files, s.cfg.TmpBytes); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -254,6 +257,22 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 	r := &run{s: s, req: hr, limits: hr.Limits}
 	r.iso.ColdReason = coldReason
 	return r.execute(ctx)
+}
+
+// workspaceDir is where a run's workspace is mounted on the host, in its
+// run directory, for the engine to bind.
+const workspaceDir = "workspace"
+
+// writeFiles writes the request's files into the run's /work before the
+// start frame: a cold run's once started, a warm one's at dispatch.
+func (r *run) writeFiles() error {
+	if len(r.req.Files) == 0 {
+		return nil
+	}
+	if err := r.ws.Write(r.req.Files); err != nil {
+		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	return nil
 }
 
 // run is one execution's state: started (start), served (serve) and
@@ -279,10 +298,12 @@ type run struct {
 	outR, errR   *os.File
 	closeWriters func()
 	tmp          *host.TmpfsWatch
-	exited       chan struct{} // closed once the init is reaped
-	exit         reexec.Exit   // valid once exited is closed
-	lost         atomic.Bool   // the engine lost the container
-	started      time.Time
+	// ws is the run's /tmp and /work, one tmpfs the host holds.
+	ws      *host.Workspace
+	exited  chan struct{} // closed once the init is reaped
+	exit    reexec.Exit   // valid once exited is closed
+	lost    atomic.Bool   // the engine lost the container
+	started time.Time
 	warmRun
 }
 
@@ -296,6 +317,10 @@ func (r *run) network() bool { return r.req != nil && r.req.Network }
 // engine's bookkeeping.
 func (r *run) execute(ctx context.Context) (*sandbox.Result, error) {
 	if err := r.start(ctx); err != nil {
+		return nil, errors.Join(err, r.unwind())
+	}
+	if err := r.writeFiles(); err != nil {
+		r.killAll()
 		return nil, errors.Join(err, r.unwind())
 	}
 	return r.serveDetached(ctx)
@@ -358,6 +383,12 @@ func (r *run) start(ctx context.Context) error {
 		gidMap = []specs.LinuxIDMapping{{ContainerID: 0, HostID: outer.GID - 1, Size: 1}, {ContainerID: r.gid, HostID: outer.GID, Size: 1}}
 	}
 
+	// /tmp and /work: one tmpfs the host mounts and holds, bound in.
+	if r.ws, err = host.NewWorkspace(filepath.Join(r.dir, workspaceDir), s.cfg.TmpBytes, s.cfg.TmpInodes, outer.UID, outer.GID); err != nil {
+		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	r.undo = append(r.undo, r.ws.Close)
+
 	// The run directory: the plan, and the sockets the init and the
 	// bootstrap connect to.
 	plan, err := r.plan()
@@ -414,6 +445,7 @@ func (r *run) start(ctx context.Context) error {
 		network:  r.network(),
 		binds:    append([]bind{{bootHost, bootDir}, {r.dir, runDir}}, etcBinds(bootHost)...),
 		tmpBytes: s.cfg.TmpBytes, tmpInodes: s.cfg.TmpInodes,
+		tmpDir: r.ws.Path(host.WorkspaceTmp), workDir: r.ws.Path(host.WorkspaceWork),
 		memoryBytes: limits.MemoryBytes,
 		pids:        int64(limits.ProcessCount) + 1, // the init is one of the run's tasks
 		rlimits:     ociRlimits(limits),
@@ -545,6 +577,11 @@ func (r *run) serve(ctx context.Context) (*sandbox.Result, error) {
 	iso := r.iso
 	res := e.Result(host.Outcome{Status: status, Usage: usage, NetworkDenied: r.netOK, Isolation: &iso, TmpFull: r.tmp.Full()})
 	r.tmp.Close()
+	// The init was reaped (Supervise): the pid namespace, and every process
+	// of the run with it, is gone.
+	<-r.exited
+	res.Files, res.FilesOmitted = r.ws.Collect(s.cfg.Files)
+	res.FilesTruncated = len(res.FilesOmitted) > 0
 	if r.lost.Load() && !e.Reported() {
 		return nil, fmt.Errorf("%w: %s lost the container during the run; what is left is removed once it answers again", sandbox.ErrHostFault, s.eng.name())
 	}
@@ -783,7 +820,7 @@ func (r *run) plan() ([]byte, error) {
 		Exe:      python,
 		Args:     append([]string{python}, bootstrap.SocketArgs(runDir+"/wire.sock")...),
 		Env:      r.environ(python),
-		Cwd:      host.Home,
+		Cwd:      sandbox.WorkDir,
 		Rlimits:  r.rlimits(),
 		Landlock: s.scopes,
 		Seccomp:  filter.Bytes(),

@@ -31,8 +31,8 @@ import (
 const snapshotter = "overlayfs"
 
 // baseVersion names the layout of psych's base snapshot; a new layout
-// makes a new base (2: the mount point of preloadList).
-const baseVersion = "2"
+// makes a new base (2: the mount point of preloadList; 3: /work's).
+const baseVersion = "3"
 
 // containerdEngine runs containers through the containerd client, over one
 // connection kept for the Sandbox's life.
@@ -258,7 +258,7 @@ func hasFile(root, p string) error {
 // mountPoints makes, in a base snapshot's root, the mount points every run
 // needs and the image may lack.
 func mountPoints(root string) error {
-	for _, d := range []string{bootDir, runDir, "/tmp", "/dev", "/proc", "/etc"} {
+	for _, d := range []string{bootDir, runDir, "/tmp", sandbox.WorkDir, "/dev", "/proc", "/etc"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			return fmt.Errorf("%w: base snapshot: %w", sandbox.ErrHostFault, err)
 		}

@@ -39,10 +39,13 @@
 //     container in the host's network namespace.
 //   - A read-only root: on containerd a view snapshot over psych's base, a
 //     committed layer over the image that adds only empty mount points (so
-//     any image serves); on podman and docker --read-only. /tmp a tmpfs
-//     capped in bytes and inodes (TmpBytes, TmpInodes; podman, whose tmpfs
-//     options lack the inode cap, gets a tmpfs the host mounted), /dev/shm a
-//     quarter of it, noexec. The sandbox's /etc/passwd, group, hosts and
+//     any image serves); on podman and docker --read-only. /tmp (HOME,
+//     TMPDIR) and /work (the working directory, sandbox.WorkDir): two
+//     directories of one tmpfs capped in bytes and inodes (TmpBytes,
+//     TmpInodes) that the host mounts in the run's directory and binds in,
+//     holding it so that it writes Request.Files before the program and
+//     collects Result.Files once the run's pid namespace is gone; /dev/shm a
+//     quarter of it, noexec (podman: a tmpfs the host mounted). The sandbox's /etc/passwd, group, hosts and
 //     nsswitch.conf and an empty ld.so.preload over the image's. No image
 //     VOLUME (podman ignores them; docker, which would make each run a
 //     writable one, refuses such an image at New) and no HEALTHCHECK

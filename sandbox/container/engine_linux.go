@@ -80,12 +80,15 @@ type runSpec struct {
 	binds          []bind
 	tmpBytes       int64
 	tmpInodes      int64
-	memoryBytes    int64
-	pids           int64
-	rlimits        []specs.POSIXRlimit
-	seccomp        *specs.LinuxSeccomp
-	seccompFile    string // the same, as JSON, for the CLI engines
-	stdout, stderr io.Writer
+	// tmpDir and workDir are the host paths of the run's workspace
+	// (host.Workspace), bound read-write at /tmp and /work.
+	tmpDir, workDir string
+	memoryBytes     int64
+	pids            int64
+	rlimits         []specs.POSIXRlimit
+	seccomp         *specs.LinuxSeccomp
+	seccompFile     string // the same, as JSON, for the CLI engines
+	stdout, stderr  io.Writer
 	// empty is an empty read-only directory of the host's, to cover /sys
 	// where the engine mounts a sysfs psych cannot leave out.
 	empty string

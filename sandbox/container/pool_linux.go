@@ -93,6 +93,9 @@ func (r *run) dispatch(hr *host.Request) error {
 	r.req, r.limits = hr, hr.Limits
 	_, python := r.s.eng.image()
 	r.env = r.environ(python)
+	if err := r.writeFiles(); err != nil {
+		return err
+	}
 	base, err := host.Pooled{
 		Isolation: &r.iso, InitPID: r.proc.InitPID, InterpPID: r.proc.InterpPID, HostNS: r.s.hostNS,
 		Netlink: int(r.netlink.Fd()), BeforeCheck: r.s.hooks.atDispatch, Cgroup: r.cg, Proc: r.proc, Exited: r.exited,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
 )
 
@@ -55,7 +56,7 @@ func fillSpec(s *specs.Spec, rs *runSpec) {
 	s.Process = &specs.Process{
 		Args:            rs.args,
 		Env:             rs.env,
-		Cwd:             "/",
+		Cwd:             sandbox.WorkDir,
 		User:            specs.User{UID: rs.uid, GID: rs.gid},
 		NoNewPrivileges: true,
 		Capabilities:    &specs.LinuxCapabilities{},
@@ -72,7 +73,8 @@ func fillSpec(s *specs.Spec, rs *runSpec) {
 		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
 		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
 		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: tmpfsOptions(rs.tmpBytes/4, rs.tmpInodes, true)},
-		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: tmpfsOptions(rs.tmpBytes, rs.tmpInodes, false)},
+		{Destination: "/tmp", Type: "bind", Source: rs.tmpDir, Options: []string{"rbind", "rw", "nosuid", "nodev"}},
+		{Destination: sandbox.WorkDir, Type: "bind", Source: rs.workDir, Options: []string{"rbind", "rw", "nosuid", "nodev"}},
 	}
 	for _, b := range rs.binds {
 		s.Mounts = append(s.Mounts, specs.Mount{Destination: b.target, Type: "bind", Source: b.source,

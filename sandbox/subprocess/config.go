@@ -87,11 +87,17 @@ type Config struct {
 	// Cgroups chooses the cgroup parents. Zero: a "psych" child of the host
 	// process's own cgroup in each hierarchy (see package cgroups).
 	Cgroups cgroups.Config
-	// TmpBytes and TmpInodes cap the program's /tmp (a tmpfs, also HOME and
-	// the working directory); /dev/shm gets the same inode cap and a
-	// quarter of the size. Zero: 64 MiB and 4096 inodes.
+	// TmpBytes and TmpInodes cap the program's /tmp (HOME, TMPDIR) and
+	// /work (the working directory) together: one tmpfs. /dev/shm gets the
+	// same inode cap and a quarter of the size. Zero: 64 MiB and 4096
+	// inodes.
 	TmpBytes  int64
 	TmpInodes int64
+	// Files caps Request.Files and Result.Files; a zero field is its
+	// default (sandbox.DefaultFileCaps). A run takes files in and out on a
+	// root host with the run's own view; elsewhere a request with files is
+	// refused (sandbox.ErrRefused) and no files come out.
+	Files sandbox.FileCaps
 	// MaxOutputBytes caps stdout and stderr each. Zero: 1 MiB.
 	MaxOutputBytes int
 	// MaxFrameBytes caps one protocol frame. Zero: 16 MiB.
@@ -161,6 +167,7 @@ func (c *Config) validate(hostUID int) error {
 			return nil
 		},
 		func() error { return c.DefaultLimits.Validate() },
+		c.Files.Validate,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {

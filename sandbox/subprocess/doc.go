@@ -32,9 +32,14 @@
 //     nsswitch.conf of its own plus the host's ld.so.cache; a /dev of null,
 //     zero, full, random, urandom, the fd links and a capped tmpfs /dev/shm;
 //     a fresh /proc with kcore, sysrq-trigger, keys, timer_list,
-//     latency_stats and sched_debug masked and /proc/sys read-only; and /tmp,
-//     a tmpfs capped in bytes and inodes (Config.TmpBytes, TmpInodes) that is
-//     also HOME, TMPDIR and the working directory. Nothing else of the host:
+//     latency_stats and sched_debug masked and /proc/sys read-only; and /tmp
+//     (HOME, TMPDIR) and /work (the working directory, where files come in
+//     and out: sandbox.WorkDir), two directories of one tmpfs capped in
+//     bytes and inodes (Config.TmpBytes, TmpInodes) that the host mounts and
+//     holds, so that it writes Request.Files before the program and collects
+//     Result.Files after its last process, from its own side (a non-root
+//     host: the init's tmpfs /tmp, also the working directory, and no
+//     files). Nothing else of the host:
 //     no /home, /root, /var, /run or /sys, so no container or docker socket
 //     and no dbus. A root host hands every tree over as an open_tree clone
 //     (the init, already unprivileged, could not traverse a 0700 path such as

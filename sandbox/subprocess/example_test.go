@@ -65,3 +65,28 @@ func ExampleNew_pool() {
 	}
 	fmt.Println(res.Isolation.Warm, res.Isolation.AgeSeconds) // true, the sandbox's age
 }
+
+// ExampleNew_files hands a CSV in and takes the files the program wrote
+// back (docs/files-and-figures.md).
+func ExampleNew_files() {
+	ctx := context.Background()
+	sb, err := subprocess.New(subprocess.Config{PythonBin: "/usr/bin/python3"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sb.Close()
+	res, err := sb.Run(ctx, sandbox.Request{
+		Code: "import csv\nrows = list(csv.DictReader(open('sales.csv')))\n" +
+			"open('total.txt', 'w').write(str(sum(int(r['amount']) for r in rows)))",
+		Files: []sandbox.File{{Path: "sales.csv", Data: []byte("day,amount\nmon,3\ntue,4\n")}}, // into /work
+	})
+	if err != nil {
+		log.Fatal(err) // a bad path or a cap: sandbox.ErrInvalidRequest, and nothing ran
+	}
+	for _, f := range res.Files { // created or changed in /work: total.txt
+		fmt.Println(f.Path, f.Size, f.SHA256, string(f.Data)) // total.txt 1 … 7
+	}
+	for _, o := range res.FilesOmitted { // never a silent drop
+		fmt.Println("left out:", o.Path, o.Reason)
+	}
+}

@@ -3,6 +3,7 @@
 package subprocess
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/internal/layers"
 	"github.com/psych-runtime/psych/internal/reexec"
+	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
 )
 
@@ -22,6 +24,9 @@ const (
 	bootDir     = "/.psych"
 	bootFile    = bootDir + "/bootstrap"
 	runBootFile = ".psych-bootstrap"
+	// workspaceDir is where the run's workspace is mounted on the host
+	// until the init's clones of it are made.
+	workspaceDir = ".psych-workspace"
 )
 
 // hooks are test-only controls, set by the package's tests and nothing else.
@@ -108,8 +113,28 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 		p.Cwd = sandboxHome
 		p.Exe = s.view.exe
 		var err error
-		p.Mounts, trees, err = s.view.mounts(r.dir, s.hostUID == 0, s.cfg.TmpBytes, s.cfg.TmpInodes, s.cfg.TmpBytes/4)
+		if s.hostUID == 0 {
+			// /tmp and /work on one tmpfs the host holds (host.Workspace),
+			// detached from the host as soon as the init's clones are made.
+			// A root that may not mount here (in a user namespace of its
+			// own) keeps the init's /tmp: no files come in or out, and a
+			// request with files is refused (writeFiles).
+			r.ws, err = host.NewWorkspace(filepath.Join(r.dir, workspaceDir), s.cfg.TmpBytes, s.cfg.TmpInodes, r.uid, r.gid)
+			switch {
+			case errors.Is(err, unix.EPERM):
+				s.log.Warn("psych: this host may not mount a run's /work; runs take no files", "err", err)
+			case err != nil:
+				return nil, nil, err
+			default:
+				p.Cwd = sandbox.WorkDir
+			}
+		}
+		p.Mounts, trees, err = s.view.mounts(r.dir, s.hostUID == 0, r.ws, s.cfg.TmpBytes, s.cfg.TmpInodes, s.cfg.TmpBytes/4)
+		if err == nil {
+			err = r.ws.Detach()
+		}
 		if err != nil {
+			closeAll(trees)
 			return nil, nil, err
 		}
 		if !s.userns {

@@ -111,6 +111,9 @@ func (s *Sandbox) warm(ctx context.Context, hr *host.Request) (*run, string) {
 func (r *run) dispatch(hr *host.Request) error {
 	r.req, r.limits = hr, hr.Limits
 	r.env = r.environ(r.home)
+	if err := r.writeFiles(); err != nil {
+		return err
+	}
 	base, err := host.Pooled{
 		Isolation: &r.iso, InitPID: r.proc.InitPID, InterpPID: r.proc.InterpPID, HostNS: r.s.hostNS,
 		Netlink: int(r.netlink.Fd()), BeforeCheck: r.s.hooks.atDispatch, Cgroup: r.cg, Proc: r.proc, Exited: r.exited,

@@ -240,6 +240,7 @@ func New(cfg Config) (*Sandbox, error) {
 	if c.TmpBytes == 0 {
 		c.TmpBytes = DefaultTmpBytes
 	}
+	c.Files = c.Files.Merge()
 	if c.TmpInodes == 0 {
 		c.TmpInodes = DefaultTmpInodes
 	}
@@ -461,6 +462,9 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 	if err != nil {
 		return nil, err
 	}
+	if err := hr.SetFiles(req.Files, s.cfg.Files, s.cfg.TmpBytes); err != nil {
+		return nil, err
+	}
 	if !s.enter() {
 		return nil, fmt.Errorf("run: %w", sandbox.ErrClosed)
 	}
@@ -481,6 +485,10 @@ func (s *Sandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result
 	r.iso.ColdReason = coldReason
 	if err := r.start(); err != nil {
 		return nil, errors.Join(err, r.cleanup())
+	}
+	if err := r.writeFiles(); err != nil {
+		r.destroy()
+		return nil, err
 	}
 	return r.serveThenRemove(ctx)
 }
@@ -544,11 +552,14 @@ type run struct {
 
 	outR, errR *os.File
 	tmp        *host.TmpfsWatch // the view's /tmp and /dev/shm
-	exited     chan struct{}    // closed once the program's end is known (start)
-	exit       reexec.Exit      // valid once exited is closed
-	reaped     chan struct{}    // closed once the init is reaped
-	reapExit   reexec.Exit      // valid once reaped is closed
-	started    time.Time
+	// ws is the run's /tmp and /work, held by the host (a root host's
+	// view); nil without one, when the run takes no files.
+	ws       *host.Workspace
+	exited   chan struct{} // closed once the program's end is known (start)
+	exit     reexec.Exit   // valid once exited is closed
+	reaped   chan struct{} // closed once the init is reaped
+	reapExit reexec.Exit   // valid once reaped is closed
+	started  time.Time
 	warmRun
 }
 
@@ -710,10 +721,40 @@ func (r *run) serve(ctx context.Context) (*sandbox.Result, error) {
 		return nil, cancelled
 	}
 	iso := r.iso
-	return e.Result(host.Outcome{
+	res := e.Result(host.Outcome{
 		Status: host.WaitStatus(exit.Status), Usage: usage,
 		NetworkDenied: r.netOK, Isolation: &iso, TmpFull: r.tmp.Full(),
-	}), nil
+	})
+	r.collectFiles(res)
+	return res, nil
+}
+
+// writeFiles writes the request's files into the run's /work, before the
+// start frame: a cold run's after its start, a warm one's at dispatch. A
+// run without a workspace takes none (Config.Files).
+func (r *run) writeFiles() error {
+	if len(r.req.Files) == 0 {
+		return nil
+	}
+	if r.ws == nil {
+		return fmt.Errorf("files: this run has no /work of its own (it needs a root host and the run's own view): %w", sandbox.ErrRefused)
+	}
+	if err := r.ws.Write(r.req.Files); err != nil {
+		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+	}
+	return nil
+}
+
+// collectFiles fills res's files from the run's /work once every process
+// of the run is dead: the init reaped, which a pid namespace's end waits
+// for.
+func (r *run) collectFiles(res *sandbox.Result) {
+	if r.ws == nil {
+		return
+	}
+	<-r.reaped
+	res.Files, res.FilesOmitted = r.ws.Collect(r.s.cfg.Files)
+	res.FilesTruncated = len(res.FilesOmitted) > 0
 }
 
 // serveThenRemove serves a started run, cold or dispatched, and returns its
@@ -760,6 +801,7 @@ func (r *run) cleanup() error {
 		}
 	}
 	r.tmp.Close()
+	r.ws.Close()
 	defer r.release()
 	if r.dir == "" {
 		return nil

@@ -49,6 +49,7 @@ func TestContract(t *testing.T) {
 		},
 		SandboxEnv:   []string{"MALLOC_ARENA_MAX", "LC_ALL"},
 		OneOutsideID: map[bool]string{true: "an unprivileged host has one uid to give its runs: its own"}[os.Geteuid() != 0],
+		Without:      noWorkspace(),
 	})
 }
 
@@ -111,6 +112,10 @@ func TestContractLandlockFallback(t *testing.T) {
 			"FreshTmp":          "the run's directory (its TMPDIR) holds the compiled bootstrap, read-only",
 			"NetworkDatabases":  "it listens on 127.0.0.1, and without a network namespace of its own the filter refuses IPv4 and IPv6 sockets",
 			"RootEntries":       "no view makes an /etc/passwd that names the run's outside uid: the host's is read",
+			"FilesInOut":        "no view gives the run a /work of its own: a request with files is refused (sandbox.ErrRefused)",
+			"FilesOutCaps":      "no view gives the run a /work of its own, so no files come out",
+			"FilesHostile":      "no view gives the run a /work of its own, so no files come out",
+			"FilesManyEmpty":    "no view gives the run a /work of its own, so no files come out",
 		},
 	})
 }
@@ -134,4 +139,15 @@ func TestContractPooled(t *testing.T) {
 		},
 		SandboxEnv: []string{"MALLOC_ARENA_MAX", "LC_ALL"},
 	})
+}
+
+// noWorkspace names the files cases an unprivileged host cannot pass: it
+// cannot mount the tmpfs a run's /work is (a request with files is
+// refused, and no files come out).
+func noWorkspace() map[string]string {
+	if os.Geteuid() == 0 {
+		return nil
+	}
+	why := "an unprivileged host cannot mount a run's /work (Config.Files)"
+	return map[string]string{"FilesInOut": why, "FilesOutCaps": why, "FilesHostile": why, "FilesManyEmpty": why, "FreshTmp": why}
 }

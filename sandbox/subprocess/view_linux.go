@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/internal/reexec"
+	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
 )
 
@@ -94,7 +95,7 @@ var standardRoots = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"
 var debianPythonEtc = host.DebianPythonEtc
 
 // ownedPaths are the sandbox's own: a host tree beneath one would be hidden.
-var ownedPaths = []string{"/tmp", "/dev", "/proc", "/etc"}
+var ownedPaths = []string{"/tmp", "/work", "/dev", "/proc", "/etc"}
 
 // resolveView builds the view of python, whose prefixes (sys.prefix,
 // base_prefix, exec_prefix, base_exec_prefix) the caller learned from it
@@ -287,7 +288,9 @@ func overlayData(lower string) []byte {
 // (it runs as the host user, who can reach them). Either way the clone is
 // staged and overlaid (view).
 // The returned files are the clones; the caller closes them after the start.
-func (v *view) mounts(root string, hostRoot bool, tmpBytes, tmpInodes, shmBytes int64) (ms []reexec.Mount, files []*os.File, retErr error) {
+// With a workspace (a root host), /tmp and /work are its directories, one
+// tmpfs the host keeps a handle on; else /tmp is a tmpfs the init mounts.
+func (v *view) mounts(root string, hostRoot bool, ws *host.Workspace, tmpBytes, tmpInodes, shmBytes int64) (ms []reexec.Mount, files []*os.File, retErr error) {
 	defer func() {
 		if retErr != nil {
 			closeAll(files)
@@ -414,10 +417,20 @@ func (v *view) mounts(root string, hostRoot bool, tmpBytes, tmpInodes, shmBytes 
 		ms = append(ms, reexec.Mount{Kind: reexec.Bind, Source: root + "/dev/null", Target: m, Attr: devAttr | unix.MOUNT_ATTR_RDONLY})
 	}
 	ms = append(ms,
-		reexec.Mount{Kind: reexec.Bind, Source: root + "/proc/sys", Target: "/proc/sys", Attr: roAttr | unix.MOUNT_ATTR_NOEXEC, Recursive: true},
-		reexec.Mount{Kind: reexec.Tmpfs, Target: "/tmp",
-			Data: []byte(fmt.Sprintf("size=%d,nr_inodes=%d,mode=1777", tmpBytes, tmpInodes))},
-	)
+		reexec.Mount{Kind: reexec.Bind, Source: root + "/proc/sys", Target: "/proc/sys", Attr: roAttr | unix.MOUNT_ATTR_NOEXEC, Recursive: true})
+	if ws == nil {
+		ms = append(ms, reexec.Mount{Kind: reexec.Tmpfs, Target: "/tmp",
+			Data: []byte(fmt.Sprintf("size=%d,nr_inodes=%d,mode=1777", tmpBytes, tmpInodes))})
+		return ms, files, nil
+	}
+	for _, d := range []struct{ name, target string }{{host.WorkspaceTmp, "/tmp"}, {host.WorkspaceWork, sandbox.WorkDir}} {
+		tree, err := ws.Clone(d.name)
+		if err != nil {
+			return nil, nil, err
+		}
+		files = append(files, tree)
+		ms = append(ms, reexec.Mount{Kind: reexec.Bind, Tree: tree, Target: d.target, Attr: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV})
+	}
 	return ms, files, nil
 }
 

@@ -36,7 +36,7 @@ var (
 )
 
 const (
-	schemaVersion = 4
+	schemaVersion = 5
 	applicationID = 0x70737963 // "psyc"
 	commitDelay   = 5 * time.Millisecond
 	retryDelay    = time.Second // after a failed commit, when nothing new comes
@@ -114,6 +114,11 @@ var migrations = map[int][]string{
 	4: {
 		`ALTER TABLE executions ADD COLUMN owner TEXT NOT NULL DEFAULT ''`,
 	},
+	// The files a request handed in (Execution.Files), by path, size and
+	// sha256: 'null' (none) for an older row.
+	5: {
+		`ALTER TABLE executions ADD COLUMN files TEXT NOT NULL DEFAULT 'null'`,
+	},
 }
 
 // schemaOf is the text sqlite_schema holds for each version, made once in
@@ -170,11 +175,11 @@ func schemaText(ctx context.Context, c *sql.Conn) ([]string, error) {
 }
 
 const (
-	execCols = `id, call_id, started, code, limits, network, bindings, backend, engine, interpreter, image, env_keys, result, duration_ns, finished, status, reason, owner`
+	execCols = `id, call_id, started, code, limits, network, bindings, backend, engine, interpreter, image, env_keys, result, duration_ns, finished, status, reason, owner, files`
 	callCols = `seq, id, parent, tool, args, via, decision, reason, approver, approved, decision_ns, started, duration_ns, outcome, value, error, bytes_in, bytes_out, args_truncated, args_sha256, value_truncated, value_sha256`
 
 	insertExec = `INSERT INTO executions (` + execCols + `, failure, limit_hit)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 	insertCall     = `INSERT INTO calls (` + callCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	selectAttested = `SELECT backend, engine, interpreter, image, env_keys FROM executions WHERE id = ?`
 	updateFinish   = `UPDATE executions SET backend = ?, engine = ?, interpreter = ?, image = ?, env_keys = ?,
@@ -812,7 +817,7 @@ func execArgs(e *psych.Execution) ([]any, error) {
 	// In execCols order, then failure and limit_hit.
 	return []any{e.ID, e.CallID, started, e.Code, string(limits), boolInt(e.Network), string(bindings),
 		e.Backend, e.Engine, e.Interpreter, e.Image, string(mustJSON(e.EnvKeys)),
-		res[0], res[1], finished, string(status(e)), e.Reason, e.Owner, res[2], res[3]}, nil
+		res[0], res[1], finished, string(status(e)), e.Reason, e.Owner, string(mustJSON(e.Files)), res[2], res[3]}, nil
 }
 
 // resultArgs encodes r as its JSON, duration, failure type and limit hit,
@@ -855,10 +860,11 @@ func scanExecution(row scanner) (psych.Execution, error) {
 		e                           psych.Execution
 		started, duration, finished sql.NullInt64
 		limits, bindings, envKeys   string
+		files                       string
 		result                      sql.NullString
 	)
 	err := row.Scan(&e.ID, &e.CallID, &started, &e.Code, &limits, &e.Network, &bindings,
-		&e.Backend, &e.Engine, &e.Interpreter, &e.Image, &envKeys, &result, &duration, &finished, &e.Status, &e.Reason, &e.Owner)
+		&e.Backend, &e.Engine, &e.Interpreter, &e.Image, &envKeys, &result, &duration, &finished, &e.Status, &e.Reason, &e.Owner, &files)
 	if err != nil {
 		return e, err
 	}
@@ -867,7 +873,7 @@ func scanExecution(row scanner) (psych.Execution, error) {
 		name string
 		text string
 		into any
-	}{{"limits", limits, &e.Limits}, {"bindings", bindings, &e.Bindings}, {"env keys", envKeys, &e.EnvKeys}} {
+	}{{"limits", limits, &e.Limits}, {"bindings", bindings, &e.Bindings}, {"env keys", envKeys, &e.EnvKeys}, {"files", files, &e.Files}} {
 		if err := json.Unmarshal([]byte(f.text), f.into); err != nil {
 			return e, fmt.Errorf("decode %s of %q: %w", f.name, e.ID, err)
 		}
@@ -963,7 +969,7 @@ func boolInt(b bool) int64 {
 }
 
 // mustJSON encodes a value that cannot fail to encode ([]string).
-func mustJSON(v []string) []byte {
+func mustJSON[T any](v []T) []byte {
 	b, _ := json.Marshal(v)
 	return b
 }

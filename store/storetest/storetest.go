@@ -379,6 +379,7 @@ func fullExecution() (*psych.Execution, *sandbox.Result) {
 		// What the result's attestation replaces (Execution.Attest).
 		Backend: "subprocess", Engine: "none", Interpreter: "/usr/bin/python", Image: "none",
 		EnvKeys: []string{"LANG"},
+		Files:   []psych.FileRecord{{Path: "in/a.csv", Size: 3, SHA256: strings.Repeat("ef", 32)}},
 		// As begun (BeginExecution records them as given); a result
 		// makes it finished, with no reason.
 		Status: psych.ExecutionCancelled, Reason: "context canceled",
@@ -399,6 +400,9 @@ func fullExecution() (*psych.Execution, *sandbox.Result) {
 			Network: &sandbox.NetworkCheck{Verified: true, Links: []string{"lo"}, Reason: "n/a"}, Cgroup: "v2",
 			Freezable: true, PythonPath: "/usr/bin/python3", EnvKeys: []string{"HOME", "LANG", "PATH"},
 			Limits: map[string]string{"cpu": "10 11"}, RootMount: "own:tmpfs", Warm: true, AgeSeconds: 1.5, ColdReason: "no pooled sandbox was ready"},
+		Files:          []sandbox.OutFile{{Path: "out.png", Size: 4, SHA256: strings.Repeat("01", 32), Mode: 0o640, Data: []byte("\x89PNG")}},
+		FilesOmitted:   []sandbox.Omitted{{Path: "big", Size: 1 << 40, Reason: sandbox.OmitTooLarge}},
+		FilesTruncated: true,
 	}
 	return e, r
 }

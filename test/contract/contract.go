@@ -100,6 +100,10 @@ func Run(t *testing.T, b Backend) {
 		b.TimeScale = TimeScale()
 	}
 	s := &suite{b: b}
+	var cases []struct {
+		name string
+		fn   func(*testing.T)
+	}
 	for _, tc := range []struct {
 		name string
 		fn   func(*testing.T)
@@ -167,6 +171,10 @@ func Run(t *testing.T, b Backend) {
 		{"NoStateAcrossRuns", s.noStateAcrossRuns},
 		{"Pool", s.pool},
 	} {
+		cases = append(cases, tc)
+	}
+	cases = append(cases, s.filesCases()...)
+	for _, tc := range cases {
 		if len(b.Cases) > 0 && !slices.Contains(b.Cases, tc.name) {
 			continue
 		}
@@ -690,12 +698,12 @@ func (s *suite) multiprocessing(t *testing.T) {
 
 func (s *suite) freshTmp(t *testing.T) {
 	sb := s.b.New(t, Options{})
-	code := "import os\nd = os.environ['TMPDIR']\nseen = sorted(os.listdir(d))\nopen(os.path.join(d, 'left'), 'w').write('x')\n[os.getcwd() == d, seen]"
+	code := "import os\nd = os.environ['TMPDIR']\nseen = sorted(os.listdir(d)) + sorted(os.listdir('.'))\nopen(os.path.join(d, 'left'), 'w').write('x')\nopen('left', 'w').write('x')\n[os.getcwd(), seen]"
 	for i := 0; i < 2; i++ {
 		res := s.runWith(t, sb, code, sandbox.Limits{}, nil)
 		wantSuccess(t, res)
-		if got := mustJSON(t, res.Value); !reflect.DeepEqual(got, []any{true, []any{}}) {
-			t.Fatalf("run %d: [cwd is TMPDIR, TMPDIR entries] = %#v, want [true, []]", i, got)
+		if got := mustJSON(t, res.Value); !reflect.DeepEqual(got, []any{sandbox.WorkDir, []any{}}) {
+			t.Fatalf("run %d: [cwd, TMPDIR and cwd entries] = %#v, want [%q, []]", i, got, sandbox.WorkDir)
 		}
 	}
 }

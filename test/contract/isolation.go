@@ -153,7 +153,7 @@ func (s *suite) hostPathsAbsent(t *testing.T) {
 
 func (s *suite) readOnlyOutsideTmp(t *testing.T) {
 	code := "import os, sys, errno\nres = {}\n" +
-		"for d in ['/', '/etc', '/usr', '/dev', '/proc/sys/kernel', sys.prefix, os.path.dirname(sys.executable), '/tmp', '/dev/shm']:\n" +
+		"for d in ['/', '/etc', '/usr', '/dev', '/proc/sys/kernel', sys.prefix, os.path.dirname(sys.executable), '/tmp', '/work', '/dev/shm']:\n" +
 		"    p = os.path.join(d, 'psych-write-probe')\n" +
 		"    try:\n        open(p, 'w').write('x'); res[d] = 'written'; os.unlink(p)\n" +
 		"    except OSError as e: res[d] = errno.errorcode.get(e.errno, str(e.errno))\n" +
@@ -162,12 +162,12 @@ func (s *suite) readOnlyOutsideTmp(t *testing.T) {
 	var got map[string]string
 	s.value(t, code, &got)
 	for d, v := range got {
-		writable := d == "/tmp" || d == "/dev/shm"
+		writable := d == "/tmp" || d == sandbox.WorkDir || d == "/dev/shm"
 		if writable != (v == "written") {
 			t.Errorf("write in %s: %s (want writable=%v)", d, v, writable)
 		}
 	}
-	if len(got) < 9 {
+	if len(got) < 10 {
 		t.Fatalf("probe incomplete: %v", got)
 	}
 }

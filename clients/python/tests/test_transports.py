@@ -3,6 +3,7 @@ the same cases over the embedded transport (psych run --events, psych call
 --events) and over the server (unix:// and tcp:// with a token)."""
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -43,6 +44,18 @@ class Cases:
         self.assertIn('File "<program>", line 2', r.failure.traceback)
         r = self.sandbox().run("import time\ntime.sleep(30)", limits=SandboxLimits(wall_seconds=1))
         self.assertEqual(r.limit_hit, "wall_seconds")
+
+    def test_files_in_and_out(self) -> None:
+        """Files go into /work before the first line; what the run made
+        or changed comes back with its hash, an unchanged input does not."""
+        code = ("import os\ns = open('in/data.csv').read()\n"
+                "open('out.txt', 'w').write(s.upper())\n[os.getcwd(), s]")
+        r = self.sandbox().run(code, files={"in/data.csv": b"a,b\n", "same.txt": b"kept"})
+        self.assertIsNone(r.failure, r.failure)
+        self.assertEqual(r.value, ["/work", "a,b\n"])
+        self.assertEqual([(f.path, f.data, f.size) for f in r.files], [("out.txt", b"A,B\n", 4)])
+        self.assertEqual(r.files[0].sha256, hashlib.sha256(b"A,B\n").hexdigest())
+        self.assertEqual((r.files_omitted, r.files_truncated), ([], False))
 
     def test_bindings(self) -> None:
         """A mapping's callables and a Registry's tools are functions in

@@ -32,6 +32,8 @@ type Request struct {
 	Started sandbox.Started
 	// Start is the start frame's body: with no environment until SetStart.
 	Start []byte
+	// Files are written into the run's work directory (SetFiles).
+	Files []sandbox.File
 
 	maxFrame int
 }
@@ -67,6 +69,16 @@ func Prepare(req sandbox.Request, defaults sandbox.Limits, maxFrame int, allowli
 	}
 	r.Start = start
 	return r, nil
+}
+
+// SetFiles checks files against caps (merged) and the backend's tmpfs
+// size, and takes them.
+func (r *Request) SetFiles(files []sandbox.File, caps sandbox.FileCaps, tmpBytes int64) error {
+	if err := sandbox.CheckFiles(files, caps, tmpBytes); err != nil {
+		return err
+	}
+	r.Files = files
+	return nil
 }
 
 // SetStart makes the start frame carry the program's whole environment.

@@ -104,7 +104,7 @@ func events(c Config, f *flags, fs *flag.FlagSet, args []string, stdin io.Reader
 		if req.ID == "" {
 			req.ID = ulid.Make().String()
 		}
-		sreq := sandbox.Request{ID: req.ID, Code: req.Code, Limits: req.Limits.Merge(f.limits()), Env: req.Env, Network: req.Network,
+		sreq := sandbox.Request{ID: req.ID, Code: req.Code, Limits: req.Limits.Merge(f.limits()), Env: req.Env, Network: req.Network, Files: req.Files,
 			Started: func(warm bool) { st.Send(api.Event{Event: api.EventStarted, ID: req.ID, Warm: &warm}) },
 			Output:  func(s sandbox.Stream, data string) { st.Send(api.Event{Event: s.String(), Data: data}) },
 		}

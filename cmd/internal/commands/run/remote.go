@@ -77,7 +77,7 @@ func remote(f *flags, fs *flag.FlagSet, stdin io.Reader, stdout, stderr io.Write
 			return cli.ExitRefused
 		}
 	}
-	req := api.RunRequest{Code: code, Limits: f.limits(), Env: f.EnvValues(), Network: f.network}
+	req := api.RunRequest{Code: code, Limits: f.limits(), Env: f.EnvValues(), Network: f.network, Files: f.reqFiles}
 	h := client.Handler{Approve: approver(f.approve)}
 	if !f.json {
 		out := passThrough(stdout, stderr)
@@ -97,15 +97,22 @@ func remote(f *flags, fs *flag.FlagSet, stdin io.Reader, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "psych run: run %s: %s: %v\n", res.ID, why, sandbox.ErrRefused)
 		return cli.ExitRefused
 	}
+	status = cli.ExitOK
+	if err := f.writeOut(res, stderr); err != nil {
+		status = cli.ExitHostFault
+	}
 	if f.json {
-		return cli.EncodeJSON(stdout, stderr, res)
+		if s := cli.EncodeJSON(stdout, stderr, res); s != cli.ExitOK {
+			return s
+		}
+		return status
 	}
 	if h.Output == nil {
 		cli.PrintResult(res, stdout, stderr)
 	} else {
 		cli.PrintEnd(res, stdout, stderr)
 	}
-	return cli.ExitOK
+	return status
 }
 
 // unmet says which requirement iso (a self-check's or a run's) does not

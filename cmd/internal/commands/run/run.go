@@ -79,6 +79,8 @@ type flags struct {
 	processes, openFiles           int
 	addressSpace, fileSize, memory cli.ByteSize
 	stack                          cli.ByteSize
+	fileFlags
+	reqFiles []sandbox.File // --file's, read by program
 }
 
 func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -103,6 +105,9 @@ func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	fs.StringVar(&f.approve, "approve", "no", "answer to a destructive tool's approval: yes, no, or ask (on the terminal)")
 	fs.StringVar(&f.store, "store", "", "record the run and its tool calls into this SQLite file")
 	fs.StringVar(&f.host, "host", "", "run through the psych serve at this address: unix:///PATH, tcp://HOST:PORT or tls://HOST:PORT (default $PSYCH_HOST; without either, run here)")
+	fs.Var(fileList{&f.fileFlags}, "file", "LOCAL[:PATH]: hand the local file LOCAL to the program as /work/PATH (default: LOCAL's base name); repeatable")
+	fs.StringVar(&f.out, "out", "", "write the files the run created or changed in /work into DIR (made if missing; exec and setuid bits dropped)")
+	fs.BoolVar(&f.force, "force", false, "with --out: overwrite files already in DIR")
 	fs.StringVar(&f.tokenFile, "token-file", "", "with --host: the file holding the server's bearer token (default $PSYCH_TOKEN)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -150,7 +155,7 @@ func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		return report(stderr, err)
 	}
 	defer closeSandbox()
-	req := sandbox.Request{Code: code, Network: f.network, Env: f.Env(), Limits: f.limits()}
+	req := sandbox.Request{Code: code, Network: f.network, Env: f.Env(), Limits: f.limits(), Files: f.reqFiles}
 	if !f.json {
 		req.Output = passThrough(stdout, stderr)
 	}
@@ -167,6 +172,9 @@ func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	}
 	if err != nil { // the result is in; recording it failed
 		fmt.Fprintf(stderr, "psych run: %v\n", err)
+		status = cli.ExitHostFault
+	}
+	if err := f.writeOut(res, stderr); err != nil {
 		status = cli.ExitHostFault
 	}
 	if f.json {
@@ -203,6 +211,14 @@ func (f *flags) program(name string, stdin io.Reader, stderr io.Writer) (string,
 	case "yes", "no", "ask":
 	default:
 		fmt.Fprintf(stderr, "psych run: --approve %q: want yes, no or ask\n", f.approve)
+		return "", cli.ExitUsage
+	}
+	if f.force && f.out == "" {
+		fmt.Fprint(stderr, "psych run: --force is for --out\n")
+		return "", cli.ExitUsage
+	}
+	if f.reqFiles, err = f.requestFiles(); err != nil {
+		fmt.Fprintf(stderr, "psych run: %v\n", err)
 		return "", cli.ExitUsage
 	}
 	return code, cli.ExitOK

@@ -91,7 +91,7 @@ func command(args []string, stderr io.Writer) int {
 	fs.IntVar(&f.queue, "queue", server.DefaultQueue, "requests waiting for a slot at most, in order (0: none)")
 	fs.DurationVar(&f.queueTimeout, "queue-timeout", server.DefaultQueueTimeout, "how long a request may wait in the queue")
 	fs.IntVar(&f.pool, "pool", 0, "keep this many sandboxes started ahead of requests (0: every run starts cold)")
-	fs.Var(&f.maxRequest, "max-request-bytes", "a request body's cap (default 16MiB)")
+	fs.Var(&f.maxRequest, "max-request-bytes", "a request body's cap (default 16MiB plus the files cap, 64MiB, in base64: about 101MiB)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", server.DefaultDrainTimeout, "on SIGTERM or SIGINT, how long runs in flight may finish before they are cancelled")
 	fs.BoolVar(&f.allowNetwork, "allow-network", false, "let a request ask for the network")
 	fs.StringVar(&f.store, "store", "", "record every run and tool call into this SQLite file (GET /v1/runs reads it)")
