@@ -51,6 +51,7 @@ type Sandbox struct {
 	running sync.WaitGroup
 
 	pool     *pool.Pool[*run] // nil without Config.Pool
+	imports  *host.ImportEnv  // what the pool's preloads read; nil without
 	poolCaps sandbox.Limits
 }
 
@@ -787,6 +788,9 @@ func (r *run) plan() ([]byte, error) {
 		Rlimits:  r.rlimits(),
 		Landlock: s.scopes,
 		Seccomp:  filter.Bytes(),
+	}
+	if r.req == nil && s.cfg.Pool != nil {
+		p.Args = append(p.Args, bootstrap.PreloadArgs(s.cfg.Pool.Preload)...)
 	}
 	r.env = p.Env
 	r.iso.EnvKeys = host.EnvKeys(p.Env)

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/psych-runtime/psych/bootstrap"
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/internal/layers"
 	"github.com/psych-runtime/psych/internal/reexec"
@@ -130,6 +131,9 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 			reexec.Mount{Kind: reexec.Mkdir, Target: bootDir, Mode: 0o755},
 			reexec.Mount{Kind: reexec.File, Target: bootFile, Mode: 0o444, Data: s.launcher.Code()})
 		p.Args = append([]string{s.python}, s.launcher.FileArgs(bootFile, 3)...)
+	}
+	if r.req == nil && s.cfg.Pool != nil {
+		p.Args = append(p.Args, bootstrap.PreloadArgs(s.cfg.Pool.Preload)...)
 	}
 	r.home = home
 	p.Env = r.environ(home)

@@ -58,6 +58,7 @@ type Sandbox struct {
 	log      *slog.Logger
 
 	pool     *pool.Pool[*run] // nil without Config.Pool
+	imports  *host.ImportEnv  // what the pool's preloads read; nil without
 	poolCaps sandbox.Limits
 	mu       sync.Mutex
 	closed   bool
