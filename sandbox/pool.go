@@ -40,8 +40,8 @@ type PoolConfig struct {
 	// environment (the sandbox's own variables alone). So a request whose
 	// environment holds a variable they read at import runs cold: one
 	// they read through os.environ or os.getenv (recorded as they are
-	// imported), or one on the table of variables C libraries read
-	// (PreloadEnv: OpenBLAS, OpenMP, matplotlib…). A module that cannot be
+	// imported), or one on docs/go-api.md's table of variables C libraries
+	// read (OpenBLAS, OpenMP, matplotlib…). A module that cannot be
 	// imported fails every fill (the pool's log says why) and the runs go
 	// cold. At most MaxPreload names.
 	Preload []string
