@@ -127,17 +127,28 @@ func NewImportEnv() *ImportEnv {
 	return &ImportEnv{env: map[string]bool{}, modules: map[string]bool{}}
 }
 
-// Add records one fill's report.
+// Add records one fill's report. What it keeps is bounded: past
+// maxPreloadedNames variables or packages in all, it takes the imports for
+// readers of the whole environment (every request with a variable of its
+// own runs cold) and keeps no more names.
 func (e *ImportEnv) Add(p *Preloaded) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.all = e.all || p.All
 	for _, n := range p.Env {
+		if len(e.env) >= maxPreloadedNames {
+			e.all = true
+			break
+		}
 		e.env[n] = true
 	}
 	for _, m := range p.Modules {
+		if len(e.modules) >= maxPreloadedNames {
+			e.all = true
+			break
+		}
 		e.modules[m] = true
 	}
-	e.all = e.all || p.All
 }
 
 // ColdReason says why a request whose program gets the variables names

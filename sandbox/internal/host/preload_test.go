@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -80,5 +81,24 @@ func TestImportEnvColdReason(t *testing.T) {
 	e.Add(&Preloaded{All: true})
 	if got := e.ColdReason([]string{"HOME", "X"}); !strings.Contains(got, "env X") {
 		t.Errorf("after a preload read the whole environment: %q, want X named", got)
+	}
+}
+
+// TestImportEnvBounded: reports that keep naming new variables fill it to
+// its bound, and from there every request with a variable runs cold.
+func TestImportEnvBounded(t *testing.T) {
+	e := NewImportEnv()
+	for i := range 3 {
+		names := make([]string, maxPreloadedNames)
+		for j := range names {
+			names[j] = fmt.Sprintf("V%d_%d", i, j)
+		}
+		e.Add(&Preloaded{Env: names})
+	}
+	if len(e.env) > maxPreloadedNames {
+		t.Errorf("it holds %d names, want at most %d", len(e.env), maxPreloadedNames)
+	}
+	if got := e.ColdReason([]string{"UNREAD"}); !strings.Contains(got, "whole environment") {
+		t.Errorf("past the bound: %q, want every variable cold", got)
 	}
 }
