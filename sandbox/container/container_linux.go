@@ -52,6 +52,7 @@ type Sandbox struct {
 
 	pool     *pool.Pool[*run] // nil without Config.Pool
 	imports  *host.ImportEnv  // what the pool's preloads read; nil without
+	preload  []string         // the pool's Preload, set before its fills start
 	poolCaps sandbox.Limits
 }
 
@@ -789,8 +790,8 @@ func (r *run) plan() ([]byte, error) {
 		Landlock: s.scopes,
 		Seccomp:  filter.Bytes(),
 	}
-	if r.req == nil && s.cfg.Pool != nil {
-		p.Args = append(p.Args, bootstrap.PreloadArgs(s.cfg.Pool.Preload)...)
+	if r.req == nil {
+		p.Args = append(p.Args, bootstrap.PreloadArgs(s.preload)...)
 	}
 	r.env = p.Env
 	r.iso.EnvKeys = host.EnvKeys(p.Env)

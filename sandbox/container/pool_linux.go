@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/psych-runtime/psych/cgroups"
@@ -37,7 +38,7 @@ func (s *Sandbox) startPool(pc sandbox.PoolConfig) error {
 	}
 	s.poolCaps = caps
 	if len(pc.Preload) > 0 {
-		s.imports = host.NewImportEnv()
+		s.imports, s.preload = host.NewImportEnv(), slices.Clone(pc.Preload)
 	}
 	s.pool, err = host.NewPool(pc, s.fill, func(r *run) { r.destroy() }, s.log)
 	return err

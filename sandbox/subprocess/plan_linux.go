@@ -132,8 +132,8 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 			reexec.Mount{Kind: reexec.File, Target: bootFile, Mode: 0o444, Data: s.launcher.Code()})
 		p.Args = append([]string{s.python}, s.launcher.FileArgs(bootFile, 3)...)
 	}
-	if r.req == nil && s.cfg.Pool != nil {
-		p.Args = append(p.Args, bootstrap.PreloadArgs(s.cfg.Pool.Preload)...)
+	if r.req == nil {
+		p.Args = append(p.Args, bootstrap.PreloadArgs(s.preload)...)
 	}
 	r.home = home
 	p.Env = r.environ(home)

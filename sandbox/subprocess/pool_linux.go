@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -50,7 +51,7 @@ func (s *Sandbox) startPool(pc sandbox.PoolConfig) error {
 		return fmt.Errorf("%w: a pool of %d needs more than %d outside ids", sandbox.ErrInvalidConfig, pc.Size, s.ids.Count)
 	}
 	if len(pc.Preload) > 0 {
-		s.imports = host.NewImportEnv()
+		s.imports, s.preload = host.NewImportEnv(), slices.Clone(pc.Preload)
 	}
 	s.pool, err = host.NewPool(pc, s.fill, (*run).destroy, s.log)
 	return err
