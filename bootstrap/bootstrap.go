@@ -79,6 +79,14 @@
 //   - The rlimits given after the channel (Args' rlimits) are applied
 //     before the start frame is read, so no line of the program runs
 //     without them; one that cannot be applied ends it with ExitBootstrap.
+//   - Preload (a pooled interpreter's "--preload MODULE" options, after the
+//     rlimits): the modules are imported after the channel is open and
+//     before the start frame is read, with what they print sent to
+//     /dev/null, and one "preloaded" frame tells the host what the imports
+//     read from os.environ (os.getenv too), whether they iterated over it,
+//     and the top-level packages they loaded (sandbox/internal/host reads
+//     it). A failed import sends the frame with an error and ends with
+//     ExitBootstrap.
 //   - SIGXFSZ is ignored, so a write past RLIMIT_FSIZE is an OSError (EFBIG).
 //   - The channel fd is close-on-exec: programs the program runs never get it.
 //   - A forked child that runs off the end of the program exits with its own
@@ -174,6 +182,18 @@ func Args(fd int, rlimits ...Rlimit) []string {
 // at path (the container backend).
 func SocketArgs(path string, rlimits ...Rlimit) []string {
 	return withRlimits([]string{"-I", "-B", "-c", Source, "--socket", path}, rlimits)
+}
+
+// PreloadArgs are the options, appended to Args, FileArgs or SocketArgs,
+// that make the bootstrap import modules before its start frame (a pooled
+// interpreter's preload). The caller validates the names
+// (sandbox.CheckPreload).
+func PreloadArgs(modules []string) []string {
+	args := make([]string, 0, 2*len(modules))
+	for _, m := range modules {
+		args = append(args, "--preload", m)
+	}
+	return args
 }
 
 func withRlimits(args []string, rlimits []Rlimit) []string {

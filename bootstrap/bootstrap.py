@@ -260,6 +260,87 @@ def open_channel(argv):
     return fd
 
 
+def preload_args(argv):
+    """Strips the "--preload MODULE" options; returns (the rest, the modules)."""
+    rest, modules = [], []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--preload" and i + 1 < len(argv):
+            modules.append(argv[i + 1])
+            i += 2
+        else:
+            rest.append(argv[i])
+            i += 1
+    return rest, modules
+
+
+def preload(fd, modules):
+    """Imports modules for a pooled interpreter, before its start frame, and
+    tells the host what the imports read from the environment: a
+    "preloaded" frame with the names read through os.environ (os.getenv
+    too), whether they iterated over all of it, and the top-level packages
+    they loaded. What they print goes to /dev/null: it is no program's
+    output. A failed import sends the frame with "error" and ends here.
+    """
+    environ = os.environ
+    plain = type(environ)
+    reads, whole, recording = set(), [False], [True]
+
+    class Recording(plain):
+        __slots__ = ()
+
+        def __getitem__(self, key):
+            if recording[0]:
+                reads.add(key)
+            return plain.__getitem__(self, key)
+
+        def __contains__(self, key):
+            if recording[0]:
+                reads.add(key)
+            return plain.__contains__(self, key)
+
+        def __iter__(self):
+            if recording[0]:
+                whole[0] = True
+            return plain.__iter__(self)
+
+    before = set(sys.modules)
+    error = None
+    saved = [os.dup(1), os.dup(2)]
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os_close(null)
+    environ.__class__ = Recording
+    try:
+        for name in modules:
+            try:
+                IMPORT(name)
+            except BaseException as e:
+                error = "import %s: %s: %s" % (name, type_name(type(e)), safe_str(e))
+                break
+    finally:
+        environ.__class__ = plain
+        recording[0] = False
+        flush_std()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os_close(saved[0])
+        os_close(saved[1])
+    if error is not None:
+        write_frame(fd, encode({"type": "preloaded", "error": error[:4096]}))
+        say("psych bootstrap: preload: %s\n" % error)
+        os_exit(EXIT_BOOTSTRAP)
+    names = set()
+    for key in reads:
+        if isinstance(key, bytes):
+            key = os.fsdecode(key)
+        if isinstance(key, str) and key and "=" not in key and "\0" not in key:
+            names.add(key)
+    loaded = set(name.partition(".")[0] for name in sys.modules if name not in before)
+    write_frame(fd, encode({"type": "preloaded", "env": sorted(names), "all": whole[0], "modules": sorted(loaded)}))
+
+
 def set_environment(env):
     """Makes os.environ (and the C environment) exactly env, "NAME=value" each.
 
@@ -1214,7 +1295,10 @@ def main():
     # A write past RLIMIT_FSIZE then fails with EFBIG instead of killing us.
     _signal.signal(_signal.SIGXFSZ, _signal.SIG_IGN)
     try:
-        fd = open_channel(apply_rlimits(sys.argv[1:]))
+        argv, modules = preload_args(apply_rlimits(sys.argv[1:]))
+        fd = open_channel(argv)
+        if modules:
+            preload(fd, modules)
         code, bindings, max_frame = read_start(fd)
         host = Host(fd, max_frame)
         module = new_main(host, bindings)

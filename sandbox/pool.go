@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -16,6 +17,7 @@ import (
 //
 // A request the pool cannot serve runs cold, as without a pool, and its
 // Isolation says why (ColdReason): limits above Caps, the network granted,
+// an environment variable the preloaded modules read at import (Preload),
 // or no pooled sandbox ready.
 type PoolConfig struct {
 	// Size is the number of sandboxes kept ready; at least 1.
@@ -29,7 +31,24 @@ type PoolConfig struct {
 	// thread's stack from RLIMIT_STACK as the interpreter starts, so a
 	// request is served warm only with the pool's own StackBytes.
 	Caps Limits
+	// Preload are modules (dotted names, "numpy", "matplotlib.pyplot")
+	// each pooled sandbox imports in its own interpreter before it is
+	// dispatched, so that a program's import of them costs nothing. A
+	// sandbox still serves one program: nothing is carried between runs.
+	// What a program can tell: the modules are in sys.modules, and what
+	// they read from the environment at import came from the pool's
+	// environment (the sandbox's own variables alone). So a request whose
+	// environment holds a variable they read at import runs cold: one
+	// they read through os.environ or os.getenv (recorded as they are
+	// imported), or one on docs/go-api.md's table of variables C libraries
+	// read (OpenBLAS, OpenMP, matplotlib…). A module that cannot be
+	// imported fails every fill (the pool's log says why) and the runs go
+	// cold. At most MaxPreload names.
+	Preload []string
 }
+
+// MaxPreload is the most modules PoolConfig.Preload may name.
+const MaxPreload = 64
 
 // DefaultPoolMaxAge is PoolConfig.MaxAge's default.
 const DefaultPoolMaxAge = 10 * time.Minute
@@ -42,6 +61,9 @@ func (c PoolConfig) Validate(defaults Limits) (Limits, error) {
 	}
 	if c.MaxAge < 0 {
 		return Limits{}, fmt.Errorf("pool max age %v is negative", c.MaxAge)
+	}
+	if err := CheckPreload(c.Preload); err != nil {
+		return Limits{}, err
 	}
 	caps := c.Caps.Merge(defaults)
 	if err := caps.Validate(); err != nil {
@@ -92,4 +114,38 @@ func PoolStatusOf(s Sandbox) PoolStatus {
 		return p.PoolStatus()
 	}
 	return PoolStatus{}
+}
+
+// CheckPreload refuses a Preload list longer than MaxPreload, or naming
+// anything but a dotted module name of ASCII identifiers (no relative
+// import, no keyword, at most 200 bytes), or a name twice.
+func CheckPreload(mods []string) error {
+	if len(mods) > MaxPreload {
+		return fmt.Errorf("pool preload: %d modules, at most %d", len(mods), MaxPreload)
+	}
+	seen := map[string]bool{}
+	for _, m := range mods {
+		if !isModuleName(m) {
+			return fmt.Errorf("pool preload %q: not a module name (dotted ASCII identifiers, at most 200 bytes)", m)
+		}
+		if seen[m] {
+			return fmt.Errorf("pool preload %q: named twice", m)
+		}
+		seen[m] = true
+	}
+	return nil
+}
+
+// isModuleName says whether m is an absolute, dotted module name whose
+// parts are ASCII identifiers and not keywords.
+func isModuleName(m string) bool {
+	if m == "" || len(m) > 200 {
+		return false
+	}
+	for _, part := range strings.Split(m, ".") {
+		if !IsIdentifier(part) {
+			return false
+		}
+	}
+	return true
 }

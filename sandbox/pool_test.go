@@ -1,6 +1,10 @@
 package sandbox
 
-import "testing"
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
 
 // TestPoolCaps: Validate merges the caps with the defaults and refuses bad
 // sizes; Above names the first limit a pool cannot serve.
@@ -49,5 +53,24 @@ func TestPoolStatusOf(t *testing.T) {
 	var plain struct{ Sandbox }
 	if got := PoolStatusOf(plain); got != (PoolStatus{}) {
 		t.Errorf("PoolStatusOf a Sandbox that does not tell: %+v", got)
+	}
+}
+
+// TestPoolPreloadNames: Validate refuses a Preload that is not a list of
+// distinct absolute module names, saying which, and takes one that is.
+func TestPoolPreloadNames(t *testing.T) {
+	defaults := DefaultLimits()
+	if _, err := (PoolConfig{Size: 1, Preload: []string{"numpy", "matplotlib.pyplot", "_x1"}}).Validate(defaults); err != nil {
+		t.Errorf("good names: %v", err)
+	}
+	many := make([]string, MaxPreload+1)
+	for i := range many {
+		many[i] = "m" + strconv.Itoa(i)
+	}
+	for _, bad := range [][]string{{""}, {".numpy"}, {"numpy."}, {"a..b"}, {"os; import x"}, {"import"}, {"a.class"}, {"ñumpy"}, {"9a"}, {"a/b"}, {strings.Repeat("a", 201)}, {"a", "a"}, many} {
+		_, err := (PoolConfig{Size: 1, Preload: bad}).Validate(defaults)
+		if err == nil || !strings.Contains(err.Error(), "preload") {
+			t.Errorf("Preload %.40q: %v, want an error about the preload", bad, err)
+		}
 	}
 }

@@ -124,6 +124,8 @@ func coldLabel(why string) string {
 		return "stack_bytes"
 	case strings.Contains(why, "above the pool's cap"):
 		return "limits"
+	case strings.Contains(why, "preloaded"):
+		return "preload"
 	case strings.Contains(why, "no pooled sandbox"):
 		return "none_ready"
 	case strings.Contains(why, "dispatch"):

@@ -48,7 +48,7 @@ type serverOpts struct {
 	wrap func(sandbox.Sandbox) sandbox.Sandbox
 }
 
-func newTestServer(t *testing.T, o serverOpts) *testServer {
+func newTestServer(t testing.TB, o serverOpts) *testServer {
 	t.Helper()
 	testutil.RequirePython(t)
 	sc := o.sandbox

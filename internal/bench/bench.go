@@ -53,10 +53,17 @@ type Config struct {
 	// Pools, when set, measures warm pools of these sizes instead of the
 	// layers: rows python, full (cold), then for each size N
 	// pool-N-saturation (Saturation requests at once) and pool-N (one
-	// request at a time, each after the pool has refilled).
+	// request at a time, each after the pool has refilled). The python row
+	// runs only once every pool (psych serve's too) is full and every
+	// earlier run removed, so that no refill runs beside it.
 	Pools []int
 	// Saturation is the concurrency of the saturation rows; zero means 8.
 	Saturation int
+	// Preload are the modules the pools preload (sandbox.PoolConfig's
+	// Preload), psych serve's among them. With a Program, the pool rows
+	// add python-program: the Program under plain python3, beside which
+	// the pools' Program is judged.
+	Preload []string
 }
 
 // Row is one configuration's measurement.

@@ -42,7 +42,10 @@ var partial = []struct {
 // for the binding and throughput measurements.
 func makeRows(cfg Config) (rows []*row, full sandbox.Sandbox, notes []string, err error) {
 	python := cfg.Python
-	rows = append(rows, &row{name: "python", run: func(context.Context) (*sandbox.Isolation, error) {
+	// The python row waits for the removal of the runs before it and for
+	// psych serve's pool to be full: nothing of psych runs beside it.
+	var quiet []func(context.Context) error
+	rows = append(rows, &row{name: "python", prep: all(&quiet), run: func(context.Context) (*sandbox.Isolation, error) {
 		return nil, exec.Command(python, "-I", "-c", "pass").Run()
 	}})
 	launcher, err := bootstrap.Prepare(python)
@@ -69,6 +72,7 @@ func makeRows(cfg Config) (rows []*row, full sandbox.Sandbox, notes []string, er
 	if err != nil {
 		return rows, nil, nil, err
 	}
+	quiet = append(quiet, settled(sb))
 	for _, p := range partial {
 		rows = append(rows, &row{name: p.name, run: runner(sb, Builtin, p.set), settle: sb.Settle})
 	}
@@ -100,13 +104,44 @@ func makeRows(cfg Config) (rows []*row, full sandbox.Sandbox, notes []string, er
 	}
 	// Last, so that the rows before them keep their order.
 	if cfg.CLI != "" {
-		served, err := serveRows(cfg, program, runner(sb, program, layers.Full()))
+		served, full, err := serveRows(cfg, program, runner(sb, program, layers.Full()))
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("serve rows left out: %v", err))
+		} else {
+			quiet = append(quiet, full)
 		}
 		rows = append(rows, served...)
 	}
 	return rows, sb, notes, nil
+}
+
+// all runs each of *waits in turn (read when called: the list grows as
+// the rows are made).
+func all(waits *[]func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		for _, w := range *waits {
+			if err := w(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// settled waits for sb's pool to be full, then for the removal of every
+// run it served, where sb tells of either.
+func settled(sb sandbox.Sandbox) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if w, ok := sb.(interface{ WaitWarm(context.Context) error }); ok {
+			if err := w.WaitWarm(ctx); err != nil {
+				return err
+			}
+		}
+		if s, ok := sb.(interface{ Settle() }); ok {
+			s.Settle()
+		}
+		return nil
+	}
 }
 
 // warmer is a Sandbox with a pool to wait for.
@@ -121,30 +156,32 @@ type warmer interface {
 // pool is full again, so no refill runs beside it.
 func makePoolRows(cfg Config) (rows []*row, full sandbox.Sandbox, notes []string, err error) {
 	python := cfg.Python
-	var pools []warmer
-	quiet := func(ctx context.Context) error {
-		for _, p := range pools {
-			if err := p.WaitWarm(ctx); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	var waits []func(context.Context) error
+	quiet := all(&waits)
 	rows = append(rows, &row{name: "python", prep: quiet, run: func(context.Context) (*sandbox.Isolation, error) {
 		return nil, exec.Command(python, "-I", "-c", "pass").Run()
 	}})
 	program := cfg.Program
 	if program == "" {
 		program = Builtin
+	} else {
+		rows = append(rows, &row{name: "python-program", prep: quiet, run: func(context.Context) (*sandbox.Isolation, error) {
+			out, err := exec.Command(python, "-I", "-c", program).CombinedOutput()
+			if err != nil {
+				return nil, fmt.Errorf("python3 -I -c PROGRAM: %w: %s", err, bytes.TrimSpace(out))
+			}
+			return nil, nil
+		}})
 	}
 	base := subprocess.Config{PythonBin: python, RequireIsolation: true, RequireNetworkDenial: true}
 	sb, err := subprocess.New(base)
 	if err != nil {
 		return rows, nil, nil, err
 	}
+	waits = append(waits, settled(sb))
 	rows = append(rows, &row{name: "full", prep: quiet, run: runner(sb, program, layers.Full()), close: func() { sb.Close() }})
 	pooled := func(name string, p warmer, cold func(context.Context) (*sandbox.Isolation, error)) {
-		pools = append(pools, p)
+		waits = append(waits, settled(p))
 		run := runner(p, program, layers.Full())
 		rows = append(rows,
 			&row{name: name + "-saturation", run: run, prep: quiet, saturate: true, cold: cold},
@@ -153,7 +190,7 @@ func makePoolRows(cfg Config) (rows []*row, full sandbox.Sandbox, notes []string
 	fullRun := runner(sb, program, layers.Full())
 	for _, n := range cfg.Pools {
 		pc := base
-		pc.Pool = &sandbox.PoolConfig{Size: n}
+		pc.Pool = &sandbox.PoolConfig{Size: n, Preload: cfg.Preload}
 		p, err := subprocess.New(pc)
 		if err != nil {
 			return rows, nil, nil, err
@@ -170,7 +207,7 @@ func makePoolRows(cfg Config) (rows []*row, full sandbox.Sandbox, notes []string
 			coldRun := runner(c, program, layers.Full())
 			rows = append(rows, &row{name: "container-" + e, prep: quiet, run: coldRun, close: func() { c.Close() }})
 			for _, n := range cfg.Pools {
-				p, err := container.New(container.Config{Engine: container.Engine(e), Image: cfg.Image, Pool: &sandbox.PoolConfig{Size: n}})
+				p, err := container.New(container.Config{Engine: container.Engine(e), Image: cfg.Image, Pool: &sandbox.PoolConfig{Size: n, Preload: cfg.Preload}})
 				if err != nil {
 					notes = append(notes, fmt.Sprintf("pool-%d-container-%s left out: %v", n, e, err))
 					continue
@@ -181,9 +218,11 @@ func makePoolRows(cfg Config) (rows []*row, full sandbox.Sandbox, notes []string
 	}
 	// Last, so that the rows before them keep their order.
 	if cfg.CLI != "" {
-		served, err := serveRows(cfg, program, fullRun)
+		served, full, err := serveRows(cfg, program, fullRun)
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("serve rows left out: %v", err))
+		} else {
+			waits = append(waits, full)
 		}
 		rows = append(rows, served...)
 	}

@@ -33,20 +33,25 @@ const servePool = 2
 //   - serve-saturation: executions through the API (the Go client),
 //     cfg.Saturation at once, beside cold, the library's cold sandbox.
 //
-// Their close stops the server (SIGTERM: a drain).
-func serveRows(cfg Config, program string, cold func(context.Context) (*sandbox.Isolation, error)) ([]*row, error) {
+// Their close stops the server (SIGTERM: a drain). full waits until the
+// server's pool is full.
+func serveRows(cfg Config, program string, cold func(context.Context) (*sandbox.Isolation, error)) (rows []*row, full func(context.Context) error, err error) {
 	dir, err := os.MkdirTemp("", "psych-bench-serve-")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sock := filepath.Join(dir, "psych.sock")
 	var stderr bytes.Buffer
-	srv := exec.Command(cfg.CLI, "serve", "--listen", "unix://"+sock, "--python", cfg.Python,
-		"--pool", strconv.Itoa(servePool), "--max-runs", strconv.Itoa(cfg.Saturation))
+	args := []string{"serve", "--listen", "unix://" + sock, "--python", cfg.Python,
+		"--pool", strconv.Itoa(servePool), "--max-runs", strconv.Itoa(cfg.Saturation)}
+	for _, m := range cfg.Preload {
+		args = append(args, "--preload", m)
+	}
+	srv := exec.Command(cfg.CLI, args...)
 	srv.Stderr = &stderr
 	if err := srv.Start(); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start psych serve: %w", err)
+		return nil, nil, fmt.Errorf("start psych serve: %w", err)
 	}
 	exited := make(chan struct{})
 	go func() { srv.Wait(); close(exited) }()
@@ -63,12 +68,12 @@ func serveRows(cfg Config, program string, cold func(context.Context) (*sandbox.
 	c, err := client.New("unix://"+sock, client.Options{})
 	if err != nil {
 		stop()
-		return nil, err
+		return nil, nil, err
 	}
 	// Ready once the self-check ran and the pool filled: /v1/info answers
 	// with every pooled sandbox ready.
 	refilled := func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Minute) // a preload's fills, on a loaded host
 		defer cancel()
 		for {
 			info, err := c.Info(ctx)
@@ -86,7 +91,7 @@ func serveRows(cfg Config, program string, cold func(context.Context) (*sandbox.
 	}
 	if err := refilled(context.Background()); err != nil {
 		stop()
-		return nil, err
+		return nil, nil, err
 	}
 	sb := c.Sandbox()
 	api := func(ctx context.Context) (*sandbox.Isolation, error) {
@@ -133,7 +138,7 @@ func serveRows(cfg Config, program string, cold func(context.Context) (*sandbox.
 	return []*row{
 		{name: "serve-saturation", run: api, prep: refilled, settle: settle, saturate: true, cold: cold, report: measure},
 		{name: "serve", run: host, prep: refilled, settle: settle, close: func() { c.Close(); stop() }},
-	}, nil
+	}, refilled, nil
 }
 
 // serveRounds is how many times each side of the client tool's round trip

@@ -51,6 +51,8 @@ type Sandbox struct {
 	running sync.WaitGroup
 
 	pool     *pool.Pool[*run] // nil without Config.Pool
+	imports  *host.ImportEnv  // what the pool's preloads read; nil without
+	preload  []string         // the pool's Preload, set before its fills start
 	poolCaps sandbox.Limits
 }
 
@@ -824,6 +826,9 @@ func (r *run) plan() ([]byte, error) {
 		Rlimits:  r.rlimits(),
 		Landlock: s.scopes,
 		Seccomp:  filter.Bytes(),
+	}
+	if r.req == nil {
+		p.Args = append(p.Args, bootstrap.PreloadArgs(s.preload)...)
 	}
 	r.env = p.Env
 	r.iso.EnvKeys = host.EnvKeys(p.Env)

@@ -94,7 +94,7 @@ func TestContractContainerdPooled(t *testing.T) {
 	b := backend(Containerd)
 	b.Warm = true
 	b.New = func(t *testing.T, opts contract.Options) sandbox.Sandbox {
-		s := newTestSandbox(t, Containerd, Config{EnvAllowlist: opts.EnvAllowlist, Pool: &sandbox.PoolConfig{Size: 2, Caps: poolCaps}})
+		s := newTestSandbox(t, Containerd, Config{EnvAllowlist: opts.EnvAllowlist, Pool: &sandbox.PoolConfig{Size: 2, Caps: poolCaps, Preload: opts.Preload}})
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if err := s.WaitWarm(ctx); err != nil {

@@ -122,8 +122,10 @@
 // the container's cgroup and resets its memory peak, the init (psych's own
 // in every engine) lowers the interpreter's rlimits with prlimit and the
 // attestation reads them back, and the start frame carries the request's
-// environment; CPU and wall count from dispatch. A request the pool cannot
-// serve runs cold and says why (Isolation.ColdReason). Each pooled
+// environment; CPU and wall count from dispatch. With PoolConfig.Preload
+// a container counts as ready only once its bootstrap imported the modules
+// and reported what they read from the environment. A request the pool
+// cannot serve runs cold and says why (Isolation.ColdReason). Each pooled
 // container serves one program and is removed as a cold one is; Close
 // removes the unserved ones. A pool needs the runs' own outside ids (RunAs
 // nil).

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/psych-runtime/psych/cgroups"
@@ -36,6 +37,9 @@ func (s *Sandbox) startPool(pc sandbox.PoolConfig) error {
 		return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
 	s.poolCaps = caps
+	if len(pc.Preload) > 0 {
+		s.imports, s.preload = host.NewImportEnv(), slices.Clone(pc.Preload)
+	}
 	s.pool, err = host.NewPool(pc, s.fill, func(r *run) { r.destroy() }, s.log)
 	return err
 }
@@ -68,6 +72,14 @@ func (s *Sandbox) fill(ctx context.Context) (*run, error) {
 		r.destroy()
 		return nil, fmt.Errorf("%w: a pooled container needs its cgroup and a verified network namespace", sandbox.ErrHostFault)
 	}
+	if s.imports != nil {
+		pre, err := host.PreloadConn(ctx, r.wire, host.PreloadTimeout)
+		if err != nil {
+			r.destroy()
+			return nil, fmt.Errorf("preload: %w", err)
+		}
+		s.imports.Add(pre)
+	}
 	return r, nil
 }
 
@@ -80,7 +92,7 @@ func (r *run) destroy() {
 
 // warm serves hr from a pooled container, or says why it runs cold.
 func (s *Sandbox) warm(ctx context.Context, hr *host.Request) (*run, string) {
-	r, age, why := host.Warm(ctx, s.pool, hr, s.poolCaps, func(r *run) error { return r.dispatch(hr) }, func(r *run) { r.destroy() }, s.log)
+	r, age, why := host.Warm(ctx, s.pool, hr, s.poolCaps, s.imports, host.EnvNames(s.cfg.EnvAllowlist, hr.Env), func(r *run) error { return r.dispatch(hr) }, func(r *run) { r.destroy() }, s.log)
 	if r != nil {
 		r.iso.Warm, r.iso.AgeSeconds = true, age.Seconds()
 	}

@@ -177,7 +177,10 @@
 // pids.peak). A request the pool cannot serve runs cold and says why in
 // Isolation.ColdReason: the network granted, a limit above the pool's caps,
 // a stack_bytes other than the pool's (glibc sizes thread stacks from
-// RLIMIT_STACK as the interpreter starts), or no sandbox ready (a Run that
+// RLIMIT_STACK as the interpreter starts), a variable of the program's
+// environment that the modules of PoolConfig.Preload read at import (a
+// pooled sandbox counts as ready only once its bootstrap imported them and
+// reported what they read), or no sandbox ready (a Run that
 // finds none takes one being started, one request per fill, waiting at
 // most five seconds, rather than start another beside it). Each pooled sandbox serves one request and is
 // destroyed; the pool refills in the background. A served run's cgroup and

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/psych-runtime/psych/bootstrap"
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/internal/layers"
 	"github.com/psych-runtime/psych/internal/reexec"
@@ -155,6 +156,9 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 			reexec.Mount{Kind: reexec.Mkdir, Target: bootDir, Mode: 0o755},
 			reexec.Mount{Kind: reexec.File, Target: bootFile, Mode: 0o444, Data: s.launcher.Code()})
 		p.Args = append([]string{s.python}, s.launcher.FileArgs(bootFile, 3)...)
+	}
+	if r.req == nil {
+		p.Args = append(p.Args, bootstrap.PreloadArgs(s.preload)...)
 	}
 	r.home = home
 	p.Env = r.environ(home)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -48,6 +49,9 @@ func (s *Sandbox) startPool(pc sandbox.PoolConfig) error {
 		return fmt.Errorf("%w: a pool needs an outside id per sandbox (RunAs with Count > 1)", sandbox.ErrInvalidConfig)
 	case s.ids.Count < uint32(pc.Size)+1:
 		return fmt.Errorf("%w: a pool of %d needs more than %d outside ids", sandbox.ErrInvalidConfig, pc.Size, s.ids.Count)
+	}
+	if len(pc.Preload) > 0 {
+		s.imports, s.preload = host.NewImportEnv(), slices.Clone(pc.Preload)
 	}
 	s.pool, err = host.NewPool(pc, s.fill, (*run).destroy, s.log)
 	return err
@@ -91,6 +95,14 @@ func (s *Sandbox) fill(ctx context.Context) (*run, error) {
 		r.destroy()
 		return nil, fmt.Errorf("%w: a pooled sandbox without a verified network namespace", sandbox.ErrHostFault)
 	}
+	if s.imports != nil {
+		pre, err := host.PreloadFD(ctx, int(r.host.Fd()), host.PreloadTimeout)
+		if err != nil {
+			r.destroy()
+			return nil, fmt.Errorf("preload: %w", err)
+		}
+		s.imports.Add(pre)
+	}
 	if s.hooks.pooled != nil {
 		s.hooks.pooled(r)
 	}
@@ -99,7 +111,7 @@ func (s *Sandbox) fill(ctx context.Context) (*run, error) {
 
 // warm serves hr from a pooled sandbox, or says why it runs cold.
 func (s *Sandbox) warm(ctx context.Context, hr *host.Request) (*run, string) {
-	r, age, why := host.Warm(ctx, s.pool, hr, s.poolCaps, func(r *run) error { return r.dispatch(hr) }, (*run).destroy, s.log)
+	r, age, why := host.Warm(ctx, s.pool, hr, s.poolCaps, s.imports, host.EnvNames(s.cfg.EnvAllowlist, hr.Env), func(r *run) error { return r.dispatch(hr) }, (*run).destroy, s.log)
 	if r != nil {
 		r.iso.Warm, r.iso.AgeSeconds = true, age.Seconds()
 	}

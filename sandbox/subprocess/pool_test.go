@@ -370,3 +370,24 @@ func TestPoolColdReasons(t *testing.T) {
 		t.Errorf("age %v, want > 0", res.Isolation.AgeSeconds)
 	}
 }
+
+// TestPoolPreloadRefused: a Preload that names no module is refused at
+// construction, saying which; one that names a module the interpreter
+// lacks fails every fill with the import's own error (the pool's log and
+// Err say it), and its runs go cold.
+func TestPoolPreloadRefused(t *testing.T) {
+	requireRootPool(t)
+	_, err := New(Config{PythonBin: testutil.Python(), Pool: &sandbox.PoolConfig{Size: 1, Preload: []string{"numpy; import os"}}})
+	if !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), `"numpy; import os"`) {
+		t.Errorf("a bad module name: %v, want ErrInvalidConfig naming it", err)
+	}
+	s := newHooked(t, sandbox.PoolConfig{Size: 1, Preload: []string{"psych_no_such_module"}}, func(*hooks) {})
+	testutil.WaitFor(t, time.Minute, "a failed fill", func() bool { return s.pool.Err() != nil })
+	if err := s.pool.Err(); !strings.Contains(err.Error(), "No module named 'psych_no_such_module'") {
+		t.Errorf("the fill's error: %v, want the import's", err)
+	}
+	res := runReq(t, s, sandbox.Request{Code: "1"})
+	if res.Isolation.Warm || res.Isolation.ColdReason == "" || res.Failure != nil {
+		t.Errorf("warm %v, cold reason %q, failure %+v; want a cold success", res.Isolation.Warm, res.Isolation.ColdReason, res.Failure)
+	}
+}

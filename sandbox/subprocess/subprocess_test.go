@@ -132,7 +132,7 @@ func TestContractPooled(t *testing.T) {
 	contract.Run(t, contract.Backend{
 		Warm: true,
 		New: func(t *testing.T, opts contract.Options) sandbox.Sandbox {
-			s := newTestSandbox(t, Config{EnvAllowlist: opts.EnvAllowlist, Pool: &sandbox.PoolConfig{Size: 2, Caps: poolCaps}})
+			s := newTestSandbox(t, Config{EnvAllowlist: opts.EnvAllowlist, Pool: &sandbox.PoolConfig{Size: 2, Caps: poolCaps, Preload: opts.Preload}})
 			t.Cleanup(func() { s.Close() })
 			waitWarm(t, s)
 			return s

@@ -27,6 +27,9 @@ import (
 type Options struct {
 	// EnvAllowlist must reach the backend's env allowlist.
 	EnvAllowlist []string
+	// Preload must reach a pooled backend's PoolConfig.Preload; a backend
+	// without a pool has nothing to preload and ignores it.
+	Preload []string
 }
 
 // Backend describes the backend under test.
@@ -170,6 +173,7 @@ func Run(t *testing.T, b Backend) {
 		{"RequestEnv", s.requestEnv},
 		{"NoStateAcrossRuns", s.noStateAcrossRuns},
 		{"Pool", s.pool},
+		{"Preload", s.preload},
 	} {
 		cases = append(cases, tc)
 	}

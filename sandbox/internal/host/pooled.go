@@ -9,8 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/internal/reexec"
@@ -21,6 +25,69 @@ import (
 // TakeWait bounds how long a request waits for a pooled sandbox being
 // started when none is ready (pool.TakeWait): should the fill be stuck.
 const TakeWait = 5 * time.Second
+
+// PreloadTimeout bounds how long a fill waits for a pooled interpreter's
+// preloaded frame (its imports).
+const PreloadTimeout = 2 * time.Minute
+
+// PreloadFD reads the preloaded frame from fd, a blocking socket, at most
+// timeout or until ctx ends; the socket is left as it was.
+func PreloadFD(ctx context.Context, fd int, timeout time.Duration) (*Preloaded, error) {
+	return ReadPreloaded(&pollReader{ctx: ctx, fd: fd, deadline: time.Now().Add(timeout)})
+}
+
+// PreloadConn is PreloadFD for a connection with deadlines; the deadline is
+// cleared after.
+func PreloadConn(ctx context.Context, c interface {
+	io.Reader
+	SetReadDeadline(time.Time) error
+}, timeout time.Duration) (*Preloaded, error) {
+	c.SetReadDeadline(time.Now().Add(timeout))
+	stop := context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Now()) })
+	defer func() {
+		stop()
+		c.SetReadDeadline(time.Time{})
+	}()
+	return ReadPreloaded(c)
+}
+
+// pollReader reads a blocking fd only once poll says it can, in slices of
+// at most 100 ms, so a deadline and ctx bound every read.
+type pollReader struct {
+	ctx      context.Context
+	fd       int
+	deadline time.Time
+}
+
+func (r *pollReader) Read(b []byte) (int, error) {
+	for {
+		if err := r.ctx.Err(); err != nil {
+			return 0, err
+		}
+		left := time.Until(r.deadline)
+		if left <= 0 {
+			return 0, os.ErrDeadlineExceeded
+		}
+		fds := []unix.PollFd{{Fd: int32(r.fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(min(left, 100*time.Millisecond)/time.Millisecond)+1)
+		if err == unix.EINTR || err == nil && n == 0 {
+			continue
+		}
+		if err != nil {
+			return 0, os.NewSyscallError("poll", err)
+		}
+		m, err := unix.Read(r.fd, b)
+		switch {
+		case err == unix.EINTR || err == unix.EAGAIN:
+			continue
+		case err != nil:
+			return 0, os.NewSyscallError("read", err)
+		case m == 0:
+			return 0, io.EOF
+		}
+		return m, nil
+	}
+}
 
 // NewPool starts a pool of a backend's sandboxes as pc asks (its MaxAge
 // defaulted). The caller validates pc first (PoolConfig.Validate) and keeps
@@ -42,17 +109,29 @@ func NewPool[T any](pc sandbox.PoolConfig, fill func(context.Context) (T, error)
 }
 
 // Warm takes a sandbox from p for req and dispatches it, or says why req
-// runs cold: what ColdReason says, no sandbox ready (an empty pool with one
-// being started waits for that one, at most TakeWait, rather than start
-// another beside it), or one that failed dispatch, which is destroyed
-// unused. It returns the served sandbox's age.
-func Warm[T any](ctx context.Context, p *pool.Pool[T], req *Request, caps sandbox.Limits, dispatch func(T) error, destroy func(T), log *slog.Logger) (item T, age time.Duration, coldReason string) {
+// runs cold: what ColdReason says, a variable of the program's environment
+// (envNames) that the pool's preloaded modules read at import (imports,
+// nil without a preload), no sandbox ready (an empty pool with one being
+// started waits for that one, at most TakeWait, rather than start another
+// beside it), or one that failed dispatch, which is destroyed unused. It
+// returns the served sandbox's age.
+func Warm[T any](ctx context.Context, p *pool.Pool[T], req *Request, caps sandbox.Limits, imports *ImportEnv, envNames []string, dispatch func(T) error, destroy func(T), log *slog.Logger) (item T, age time.Duration, coldReason string) {
 	if why := ColdReason(req, caps); why != "" {
+		return item, 0, why
+	}
+	if why := imports.ColdReason(envNames); why != "" {
 		return item, 0, why
 	}
 	item, age, ok := p.TakeWait(ctx, TakeWait)
 	if !ok {
 		return item, 0, "no pooled sandbox was ready"
+	}
+	// A fill that ended since the check may have reported a read the
+	// check did not know: the taken sandbox's report is in imports now.
+	if why := imports.ColdReason(envNames); why != "" {
+		destroy(item)
+		var zero T
+		return zero, 0, why
 	}
 	if err := dispatch(item); err != nil {
 		log.Warn("psych: a pooled sandbox failed its check at dispatch; the run goes cold", "err", err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/psych-runtime/psych/internal/bench"
 	"github.com/psych-runtime/psych/internal/cli"
+	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/container"
 )
 
@@ -32,7 +33,7 @@ func command(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var cfg bench.Config
 	var asJSON bool
-	var program, engines, pools string
+	var program, engines, pools, preload string
 	fs.IntVar(&cfg.Runs, "runs", 50, "measured executions per row, after the warm-up")
 	fs.IntVar(&cfg.Warmup, "warmup", 3, "unmeasured executions per row first")
 	fs.StringVar(&cfg.Python, "python", "/usr/bin/python3", "the interpreter (named: the bench measures psych, not a shim)")
@@ -41,6 +42,7 @@ func command(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&engines, "engines", "containerd,podman,docker", "the engines to measure, where reachable")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&pools, "pool", "", "measure warm pools of these sizes (comma-separated, such as 2,8) beside the cold run, instead of the layers")
+	fs.StringVar(&preload, "preload", "", "the pools (psych serve's too) preload these modules (comma-separated, such as pandas); needs --pool")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cli.ExitOK
@@ -48,7 +50,7 @@ func command(args []string, stdout, stderr io.Writer) int {
 		return cli.ExitUsage
 	}
 	if fs.NArg() != 0 || cfg.Runs <= 0 {
-		fmt.Fprint(stderr, "usage: psych bench [--runs N] [--json] [--python PATH] [--program FILE] [--image REF] [--pool N,...]\n")
+		fmt.Fprint(stderr, "usage: psych bench [--runs N] [--json] [--python PATH] [--program FILE] [--image REF] [--pool N,... [--preload MOD,...]]\n")
 		return cli.ExitUsage
 	}
 	if program != "" {
@@ -69,6 +71,19 @@ func command(args []string, stdout, stderr io.Writer) int {
 			return cli.ExitUsage
 		}
 		cfg.Pools = append(cfg.Pools, n)
+	}
+	for _, m := range strings.Split(preload, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			cfg.Preload = append(cfg.Preload, m)
+		}
+	}
+	if len(cfg.Preload) > 0 && len(cfg.Pools) == 0 {
+		fmt.Fprint(stderr, "psych bench: --preload needs --pool\n")
+		return cli.ExitUsage
+	}
+	if err := sandbox.CheckPreload(cfg.Preload); err != nil {
+		fmt.Fprintf(stderr, "psych bench: --preload: %v\n", err)
+		return cli.ExitUsage
 	}
 	for _, e := range strings.Split(engines, ",") {
 		if e = strings.TrimSpace(e); e != "" {

@@ -62,7 +62,8 @@ func (l *ids) Set(v string) error {
 
 type flags struct {
 	cli.SandboxFlags
-	listen                         list
+	listen, preload                list
+	modules                        []string // --preload's, split
 	tokenFile, tlsCert, tlsKey     string
 	metricsListen, store           string
 	allowUIDs, allowGIDs           ids
@@ -91,6 +92,7 @@ func command(args []string, stderr io.Writer) int {
 	fs.IntVar(&f.queue, "queue", server.DefaultQueue, "requests waiting for a slot at most, in order (0: none)")
 	fs.DurationVar(&f.queueTimeout, "queue-timeout", server.DefaultQueueTimeout, "how long a request may wait in the queue")
 	fs.IntVar(&f.pool, "pool", 0, "keep this many sandboxes started ahead of requests (0: every run starts cold)")
+	fs.Var(&f.preload, "preload", "a module each pooled sandbox imports before its request, such as pandas (repeatable, or comma-separated; needs --pool)")
 	fs.Var(&f.maxRequest, "max-request-bytes", "a request body's cap (default 16MiB plus the files cap, 64MiB, in base64: about 101MiB)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", server.DefaultDrainTimeout, "on SIGTERM or SIGINT, how long runs in flight may finish before they are cancelled")
 	fs.BoolVar(&f.allowNetwork, "allow-network", false, "let a request ask for the network")
@@ -124,6 +126,21 @@ func command(args []string, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "psych serve: --%s: must not be negative\n", n.flag)
 			return cli.ExitUsage
 		}
+	}
+	for _, m := range f.preload {
+		for _, m := range strings.Split(m, ",") {
+			if m = strings.TrimSpace(m); m != "" {
+				f.modules = append(f.modules, m)
+			}
+		}
+	}
+	if len(f.modules) > 0 && f.pool == 0 {
+		fmt.Fprint(stderr, "psych serve: --preload needs --pool: only a pooled sandbox imports ahead of its request\n")
+		return cli.ExitUsage
+	}
+	if err := sandbox.CheckPreload(f.modules); err != nil {
+		fmt.Fprintf(stderr, "psych serve: --preload: %v\n", err)
+		return cli.ExitUsage
 	}
 	if len(f.listen) == 0 {
 		f.listen = list{"unix://" + server.DefaultSocket()}
@@ -183,13 +200,18 @@ func serve(f *flags, token string, caps sandbox.Limits, stderr io.Writer) int {
 	}
 
 	if f.pool > 0 {
-		f.Pool = &sandbox.PoolConfig{Size: f.pool, Caps: caps}
+		f.Pool = &sandbox.PoolConfig{Size: f.pool, Caps: caps, Preload: f.modules}
 	}
 	sb, closeSandbox, err := f.SandboxFlags.New(full.Container)
 	if err != nil {
 		return cli.Report(stderr, "psych serve", err)
 	}
 	defer closeSandbox()
+	if len(f.modules) > 0 {
+		if err := checkPreload(sb, f.modules); err != nil {
+			return fail(cli.ExitUsage, "--preload: %v", err)
+		}
+	}
 	cfg := psych.Config{Sandbox: sb}
 	var store psych.Store
 	if f.store != "" {
@@ -267,4 +289,20 @@ func listenMetrics(addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("%s: the metrics listener is plain tcp:// or unix://", addr)
 	}
 	return net.Listen(map[bool]string{true: "unix", false: "tcp"}[kind == "unix"], where)
+}
+
+// checkPreload runs one program that imports the modules to preload: one
+// the sandbox's interpreter cannot import would fail every fill of the
+// pool, and the server would never be ready.
+func checkPreload(sb sandbox.Sandbox, modules []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := sb.Run(ctx, sandbox.Request{Code: "import " + strings.Join(modules, ", ") + "\nNone"})
+	switch {
+	case err != nil:
+		return fmt.Errorf("check the modules: %w", err)
+	case res.Failure != nil:
+		return fmt.Errorf("the sandbox's interpreter cannot import them: %s: %s", res.Failure.Type, res.Failure.Message)
+	}
+	return nil
 }

@@ -12,7 +12,8 @@ import (
 
 // TestRefusedBeforeServing: what psych serve refuses it refuses at once,
 // exit 2, before it makes a sandbox: a TCP listener without a token, a
-// negative bound, an address it does not understand, an argument.
+// negative bound, an address it does not understand, an argument, a
+// module to preload without a pool or that is no module name.
 func TestRefusedBeforeServing(t *testing.T) {
 	token := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(token, []byte("0123456789abcdef\n"), 0o600)
@@ -29,6 +30,8 @@ func TestRefusedBeforeServing(t *testing.T) {
 		{[]string{"--token-file", "/nonexistent/token"}, "--token-file"},
 		{[]string{"--metrics-listen", "tls://127.0.0.1:0", "--listen", "unix://" + filepath.Join(t.TempDir(), "s.sock")}, "--metrics-listen"},
 		{[]string{"extra"}, "takes no arguments"},
+		{[]string{"--preload", "pandas"}, "--preload needs --pool"},
+		{[]string{"--pool", "1", "--preload", "pandas,os;x"}, `--preload: pool preload "os;x": not a module name`},
 	} {
 		var stderr bytes.Buffer
 		if got := command(tc.args, &stderr); got != cli.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
