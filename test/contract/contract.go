@@ -82,6 +82,9 @@ type Backend struct {
 	// Warm says New's sandboxes come from a warm pool, full when New
 	// returns: every run must say it was warm, or why it ran cold.
 	Warm bool
+	// Host is the node name every run's isolation.host must be (a remote
+	// server's pod). Empty: this process's own (os.Hostname).
+	Host string
 }
 
 // AllNamespaces are the namespaces of a fully isolated subprocess run.
@@ -166,6 +169,7 @@ func Run(t *testing.T, b Backend) {
 		{"RequestEnv", s.requestEnv},
 		{"NoStateAcrossRuns", s.noStateAcrossRuns},
 		{"Pool", s.pool},
+		{"Host", s.host},
 	} {
 		if len(b.Cases) > 0 && !slices.Contains(b.Cases, tc.name) {
 			continue
