@@ -31,6 +31,14 @@ demo: build
 image: deps
 	GO='$(GO)' ./scripts/image.sh
 
+# serve-image: psych serve's image, localhost/psych-serve:dev: the runs'
+# image's root (make image) with the static psych binaries, imported into
+# the containerd at CONTAINERD_ADDRESS, namespace k8s.io
+# (scripts/serve-image.sh). Needs root.
+.PHONY: serve-image
+serve-image: deps
+	GO='$(GO)' ./scripts/serve-image.sh
+
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
