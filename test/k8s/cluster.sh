@@ -101,7 +101,7 @@ pki() {
 			openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$1.crt" -days 2 2>/dev/null
 		fi
 	}
-	cert apiserver kube-apiserver "" "IP:127.0.0.1,IP:${SERVICES%.0/24}.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc"
+	cert apiserver kube-apiserver "" "IP:127.0.0.1,IP:$HOSTIP,IP:${SERVICES%.0/24}.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc"
 	cert admin psych-k8s-admin system:masters
 	cert kubelet system:node:localhost system:nodes
 	cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
@@ -259,7 +259,7 @@ up() {
 	start containerd "$L/containerd.log" containerd --config "$RUN/containerd/config.toml"
 	wait_for "etcd" 60 curl -sf http://127.0.0.1:12379/health
 	start kube-apiserver "$L/kube-apiserver.log" "$BIN/kube-apiserver" \
-		--etcd-servers=http://127.0.0.1:12379 --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
+		--etcd-servers=http://127.0.0.1:12379 --bind-address=127.0.0.1 --advertise-address=$HOSTIP \
 		--secure-port=$APIPORT --service-cluster-ip-range=$SERVICES \
 		--tls-cert-file="$DATA/pki/apiserver.crt" --tls-private-key-file="$DATA/pki/apiserver.key" \
 		--client-ca-file="$DATA/pki/ca.crt" --service-account-issuer=https://kubernetes.default.svc \
@@ -311,11 +311,13 @@ pids_of_lane() {
 	true
 }
 
-# live: the pids read that are alive, this script's own aside, once each.
+# live: the pids read that are alive (not zombies), this script's own
+# aside, once each.
 live() {
-	local pid
+	local pid st
 	sort -u | while read -r pid; do
-		if [ -d "/proc/$pid" ] && [ "$pid" != $$ ]; then echo "$pid"; fi
+		st=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)
+		if [ -n "$st" ] && [ "$st" != Z ] && [ "$pid" != $$ ]; then echo "$pid"; fi
 	done
 }
 
