@@ -130,6 +130,16 @@ type pod struct{ Name, IP string }
 // endpoints are the Service's Ready endpoints, from its EndpointSlices.
 func endpoints(t testing.TB) []pod {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scaled(time.Minute))
+	defer cancel()
+	pods, err := readEndpoints(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pods
+}
+
+func readEndpoints(ctx context.Context) ([]pod, error) {
 	var slices struct {
 		Items []struct {
 			Endpoints []struct {
@@ -143,9 +153,12 @@ func endpoints(t testing.TB) []pod {
 			} `json:"endpoints"`
 		} `json:"items"`
 	}
-	out := mustKubectl(t, "-n", namespace, "get", "endpointslices", "-l", "kubernetes.io/service-name=psych", "-o", "json")
+	out, err := kubectl(ctx, "-n", namespace, "get", "endpointslices", "-l", "kubernetes.io/service-name=psych", "-o", "json")
+	if err != nil {
+		return nil, err
+	}
 	if err := json.Unmarshal(out, &slices); err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("endpointslices: %w", err)
 	}
 	var pods []pod
 	for _, s := range slices.Items {
@@ -156,7 +169,7 @@ func endpoints(t testing.TB) []pod {
 		}
 	}
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
-	return pods
+	return pods, nil
 }
 
 // readyPods waits until the Service has n Ready endpoints and returns them.
@@ -420,7 +433,31 @@ func load(t *testing.T, code string, stop <-chan struct{}) <-chan []outcome {
 	done := make(chan []outcome, 1)
 	var mu sync.Mutex
 	var outs []outcome
+	var current struct {
+		sync.Mutex
+		pods []pod
+	}
+	refreshed := make(chan struct{})
+	go func() { // the endpoints, re-read every second
+		defer close(refreshed)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scaled(30*time.Second))
+			pods, err := readEndpoints(ctx)
+			cancel()
+			if err == nil {
+				current.Lock()
+				current.pods = pods
+				current.Unlock()
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}()
 	go func() {
+		defer func() { <-refreshed }()
 		var wg sync.WaitGroup
 		for w := range 4 {
 			wg.Add(1)
@@ -432,7 +469,9 @@ func load(t *testing.T, code string, stop <-chan struct{}) <-chan []outcome {
 						return
 					default:
 					}
-					pods := endpoints(t)
+					current.Lock()
+					pods := current.pods
+					current.Unlock()
 					if len(pods) == 0 {
 						time.Sleep(100 * time.Millisecond)
 						continue
