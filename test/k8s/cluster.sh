@@ -251,6 +251,18 @@ up() {
 	containerd_config
 	network
 	kubelet_config
+	# The kubelet's cgroupRoot must exist in every hierarchy (a cpuset one
+	# with its parent's cpus and mems).
+	local h
+	for h in /sys/fs/cgroup/*/ /sys/fs/cgroup/; do
+		if [ -f "$h/cgroup.procs" ] && [ ! -d "$h$CGROOT" ]; then
+			mkdir "$h$CGROOT"
+			if [ -f "$h/cpuset.cpus" ]; then
+				cat "$h/cpuset.cpus" >"$h$CGROOT/cpuset.cpus"
+				cat "$h/cpuset.mems" >"$h$CGROOT/cpuset.mems"
+			fi
+		fi
+	done
 	local L=$DATA/logs
 	start etcd "$L/etcd.log" etcd --name psych-k8s --data-dir "$DATA/etcd" \
 		--listen-client-urls http://127.0.0.1:12379 --advertise-client-urls http://127.0.0.1:12379 \
