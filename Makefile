@@ -32,6 +32,33 @@ demo: build
 image: deps
 	GO='$(GO)' ./scripts/image.sh
 
+# serve-image: psych serve's image, localhost/psych-serve:dev: the runs'
+# image's root (make image) with the static psych binaries, imported into
+# the containerd at CONTAINERD_ADDRESS, namespace k8s.io
+# (scripts/serve-image.sh). Needs root.
+.PHONY: serve-image
+serve-image: deps
+	GO='$(GO)' ./scripts/serve-image.sh
+
+# k8s-up, k8s-test, k8s-down: a one-node Kubernetes cluster on this machine
+# (test/k8s/cluster.sh: Kubernetes K8S_VERSION built from its sources
+# through the Go module proxy, cached under /var/cache/psych/k8s; Debian's
+# etcd; a containerd of its own), deploy/kubernetes applied to it and
+# test/k8s's end-to-end tests. k8s-test starts and takes down a cluster of
+# its own unless one is up; k8s-down ends what k8s-up started, by its
+# recorded pids, and removes everything it made. Needs root; pulls nothing.
+K8S_VERSION ?= v1.37.2
+K8S_RUN     ?=
+K8S_BENCH   ?=
+.PHONY: k8s-up k8s-test k8s-down
+k8s-up: deps
+	GO='$(GO)' K8S_VERSION='$(K8S_VERSION)' ./test/k8s/cluster.sh up
+k8s-test: deps
+	GO='$(GO)' K8S_VERSION='$(K8S_VERSION)' K8S_RUN='$(value K8S_RUN)' K8S_BENCH='$(value K8S_BENCH)' ./test/k8s/run.sh
+k8s-down:
+	K8S_VERSION='$(K8S_VERSION)' ./test/k8s/cluster.sh down
+	K8S_VERSION='$(K8S_VERSION)' ./test/k8s/cluster.sh verify
+
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

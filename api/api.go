@@ -156,8 +156,29 @@ type Info struct {
 	Tools []Tool `json:"tools"`
 	// SelfCheck is the attestation of the run the server made at start.
 	SelfCheck *sandbox.Isolation `json:"self_check"`
+	// Doctor is the report of `psych doctor`'s checks the server ran
+	// before it became ready (psych serve --doctor); nil without them.
+	Doctor *Doctor `json:"doctor"`
 	// Draining is true once the server stopped taking runs.
 	Draining bool `json:"draining"`
+}
+
+// Doctor is a report of `psych doctor`'s checks of the server's host: a
+// check that FAILs keeps the server from becoming ready.
+type Doctor struct {
+	// Failed says a check FAILed: the server refused to become ready.
+	Failed bool `json:"failed"`
+	// Checks are the checks in the doctor's order, each as `psych doctor
+	// --json` prints it.
+	Checks []DoctorCheck `json:"checks"`
+}
+
+// DoctorCheck is one check of a Doctor report.
+type DoctorCheck struct {
+	Name   string `json:"name"`
+	Status string `json:"status"` // OK, WARN or FAIL
+	Found  string `json:"found"`
+	Fix    string `json:"fix"`
 }
 
 // Pool describes a server's warm pool.

@@ -171,6 +171,9 @@ type Isolation struct {
 	// Engine is the container engine ("containerd", "podman", "docker");
 	// empty for the subprocess backend.
 	Engine string `json:"engine,omitempty"`
+	// Host is the node name (uname's nodename) of the host process that
+	// ran the run: the machine, or the pod, whatever client asked for it.
+	Host string `json:"host"`
 	// Image is the container image the run had; nil for the subprocess
 	// backend.
 	Image *Image `json:"image,omitempty"`

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -32,6 +33,11 @@ type Config struct {
 	// Caps are the most a request may ask for, field by field (above is
 	// 400, never clamped); a zero field is Info.Defaults'.
 	Caps sandbox.Limits
+	// Doctor, when set, runs `psych doctor`'s checks at the start of Start,
+	// before the self-check: a report that Failed keeps the server unready
+	// for good (/readyz and runs answer 503 not_ready naming the failed
+	// checks). GET /v1/info serves the report as doctor. Nil: no checks.
+	Doctor func(context.Context) *api.Doctor
 	// AllowNetwork lets a request ask for the network.
 	AllowNetwork bool
 	// MaxRuns bounds runs (and direct calls) in flight: default the

@@ -15,6 +15,8 @@ var (
 	ErrInvalidConfig = errors.New("invalid server config")
 	// ErrSelfCheck: the run Start makes was not what a run must be.
 	ErrSelfCheck = errors.New("self-check failed")
+	// ErrDoctor: a check of Config.Doctor FAILed; the server stays unready.
+	ErrDoctor = errors.New("doctor check failed")
 	// ErrNotReady: Start has not succeeded.
 	ErrNotReady = errors.New("server not ready")
 	// ErrClosed: Serve after Shutdown.

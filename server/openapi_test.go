@@ -101,6 +101,8 @@ func TestOpenAPIFields(t *testing.T) {
 		{"RunList", api.RunList{}, nil},
 		{"Info", api.Info{}, nil},
 		{"Pool", api.Pool{}, nil},
+		{"Doctor", api.Doctor{}, nil},
+		{"DoctorCheck", api.DoctorCheck{}, nil},
 		{"Error", api.Error{}, nil},
 		{"ErrorBody", api.ErrorBody{}, nil},
 		{"Event", api.Event{}, nil},

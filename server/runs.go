@@ -53,7 +53,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (body []byte, rel
 		s.refuse(w, r, &api.Error{Code: api.CodeDraining, Message: "the server is draining", RetryAfter: 1})
 		return nil, nil, 0, false
 	case !s.ready.Load():
-		s.refuse(w, r, &api.Error{Code: api.CodeNotReady, Message: "the server is starting", RetryAfter: 1})
+		s.refuse(w, r, &api.Error{Code: api.CodeNotReady, Message: s.notReady(), RetryAfter: 1})
 		return nil, nil, 0, false
 	case r.ContentLength > s.cfg.MaxRequestBytes:
 		s.refuse(w, r, tooLarge(s.cfg.MaxRequestBytes))

@@ -52,6 +52,9 @@ type Server struct {
 	ready    atomic.Bool
 	draining atomic.Bool
 	self     atomic.Pointer[sandbox.Isolation]
+	doctor   atomic.Pointer[api.Doctor]
+	// unready says why the server will never be ready (a doctor's FAIL).
+	unready atomic.Pointer[string]
 
 	// stop ends when the drain runs out: it cancels what is in flight.
 	stop       context.Context
@@ -166,6 +169,11 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 func (s *Server) start(ctx context.Context) error {
+	if s.cfg.Doctor != nil {
+		if err := s.runDoctor(ctx); err != nil {
+			return err
+		}
+	}
 	res, err := s.cfg.Sandbox.Run(ctx, sandbox.Request{Code: "1"})
 	if err != nil {
 		return fmt.Errorf("start server: self-check run: %w", err)
@@ -182,6 +190,45 @@ func (s *Server) start(ctx context.Context) error {
 	s.ready.Store(true)
 	s.log.Info("ready", "pool_size", sandbox.PoolStatusOf(s.cfg.Sandbox).Size, "max_runs", s.cfg.MaxRuns, "queue", s.cfg.Queue)
 	return nil
+}
+
+// runDoctor runs Config.Doctor; a report that Failed (or none) keeps the
+// server unready, saying why.
+func (s *Server) runDoctor(ctx context.Context) error {
+	rep := s.cfg.Doctor(ctx)
+	if ctx.Err() != nil {
+		return fmt.Errorf("start server: doctor: %w", ctx.Err())
+	}
+	if rep == nil {
+		rep = &api.Doctor{Failed: true, Checks: []api.DoctorCheck{{Name: "doctor", Status: "FAIL", Found: "no report"}}}
+	}
+	s.doctor.Store(rep)
+	if !rep.Failed {
+		s.log.Info("doctor", "failed", false, "checks", len(rep.Checks))
+		return nil
+	}
+	var failed []string
+	for _, c := range rep.Checks {
+		if c.Status == "FAIL" {
+			failed = append(failed, fmt.Sprintf("%s (%s)", c.Name, cut(strings.Join(strings.Fields(c.Found), " "), 200)))
+		}
+	}
+	if len(failed) == 0 {
+		failed = []string{"a check"}
+	}
+	why := "psych doctor: FAIL: " + strings.Join(failed, "; ")
+	s.unready.Store(&why)
+	s.log.Error("doctor", "failed", true, "why", why)
+	return fmt.Errorf("start server: %w: %s", ErrDoctor, why)
+}
+
+// notReady is the message of a 503 not_ready: why the server will never
+// be ready, or that it is starting.
+func (s *Server) notReady() string {
+	if why := s.unready.Load(); why != nil {
+		return *why
+	}
+	return "the server is starting"
 }
 
 // checkSelf holds the self-check's Result to what a run must be.
@@ -398,6 +445,7 @@ func (s *Server) Info() api.Info {
 			Params: t.Params, Destructive: t.Destructive})
 	}
 	in.SelfCheck = s.self.Load()
+	in.Doctor = s.doctor.Load()
 	if in.SelfCheck != nil && in.Backend == "" {
 		in.Backend, in.Engine, in.Interpreter = in.SelfCheck.Backend, in.SelfCheck.Engine, in.SelfCheck.PythonPath
 	}
@@ -493,7 +541,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	case s.draining.Load():
 		writeError(w, &api.Error{Code: api.CodeDraining, Message: "the server is draining", RetryAfter: 1})
 	case !s.ready.Load():
-		writeError(w, &api.Error{Code: api.CodeNotReady, Message: "the server is starting", RetryAfter: 1})
+		writeError(w, &api.Error{Code: api.CodeNotReady, Message: s.notReady(), RetryAfter: 1})
 	default:
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	}

@@ -220,3 +220,46 @@ func TestServeKilled(t *testing.T) {
 		t.Errorf("exit %d\n%s", code, next.stderr)
 	}
 }
+
+// TestServeDoctor: `psych serve --doctor` runs psych doctor's checks
+// before it becomes ready and serves them in GET /v1/info as doctor (this
+// host passes them: no FAIL, the isolated run among them); without the
+// flag, doctor is null.
+func TestServeDoctor(t *testing.T) {
+	testutil.RequireRoot(t, "runs as root, as CI's")
+	for _, withDoctor := range []bool{true, false} {
+		var args []string
+		if withDoctor {
+			args = []string{"--doctor"}
+		}
+		s := startServe(t, filepath.Join(t.TempDir(), "psych.sock"), args...)
+		resp, err := s.http.Get("http://psych/v1/info")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info struct {
+			Doctor *api.Doctor `json:"doctor"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&info)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !withDoctor {
+			if info.Doctor != nil {
+				t.Errorf("without --doctor, info's doctor is %+v", info.Doctor)
+			}
+			continue
+		}
+		if info.Doctor == nil {
+			t.Fatal("with --doctor, info's doctor is null")
+		}
+		names := map[string]string{}
+		for _, c := range info.Doctor.Checks {
+			names[c.Name] = c.Status
+		}
+		if info.Doctor.Failed || names["userns"] == "" || names["run"] != "OK" {
+			t.Fatalf("info's doctor %+v: want this host's checks, none failed, the isolated run OK", info.Doctor)
+		}
+	}
+}

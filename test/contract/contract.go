@@ -85,6 +85,9 @@ type Backend struct {
 	// Warm says New's sandboxes come from a warm pool, full when New
 	// returns: every run must say it was warm, or why it ran cold.
 	Warm bool
+	// Host is the node name every run's isolation.host must be (a remote
+	// server's pod). Empty: this process's own (os.Hostname).
+	Host string
 }
 
 // AllNamespaces are the namespaces of a fully isolated subprocess run.
@@ -174,6 +177,7 @@ func Run(t *testing.T, b Backend) {
 		{"NoStateAcrossRuns", s.noStateAcrossRuns},
 		{"Pool", s.pool},
 		{"Preload", s.preload},
+		{"Host", s.host},
 	} {
 		cases = append(cases, tc)
 	}

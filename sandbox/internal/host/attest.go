@@ -282,3 +282,13 @@ func ProcessCPU(pid int) (time.Duration, error) {
 
 // userHZ is the unit of /proc's clock ticks, fixed at 100 on Linux.
 const userHZ = 100
+
+// Nodename is the node name of this host process (uname's nodename in its
+// UTS namespace: a pod's name in Kubernetes); empty when it cannot be read.
+func Nodename() string {
+	name, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return name
+}

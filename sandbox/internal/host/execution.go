@@ -435,6 +435,7 @@ func (e *Execution) Result(o Outcome) *sandbox.Result {
 	e.susMu.Unlock()
 	if o.Isolation != nil {
 		o.Isolation.Freezable = e.s.Freeze != nil
+		o.Isolation.Host = Nodename()
 	}
 	res := &sandbox.Result{
 		ID:        e.s.Request.ID,

@@ -4,10 +4,13 @@
 // on every --listen address until SIGTERM or SIGINT, which drain it
 // (runs in flight finish within --drain-timeout) and exit 0.
 //
+// With --doctor, psych doctor's checks run first: on a FAIL the server
+// serves on, unready for good (/readyz says why), and exits 1 when stopped.
+//
 // Exit codes: 2 for a usage or configuration error, a second server on a
 // live socket among them (nothing is served); 1 when the server cannot
-// start (the self-check run failed) or a listener fails while serving; 0
-// after a drain. psych-full has it; the lean psych hands it over.
+// start (the self-check run failed, a doctor's FAIL) or a listener fails
+// while serving; 0 after a drain. psych-full has it; the lean psych hands it over.
 package serve
 
 import (
@@ -29,6 +32,7 @@ import (
 	"github.com/psych-runtime/psych/api"
 	"github.com/psych-runtime/psych/cmd/internal/full"
 	"github.com/psych-runtime/psych/internal/cli"
+	"github.com/psych-runtime/psych/internal/doctor"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/server"
 )
@@ -70,7 +74,7 @@ type flags struct {
 	maxRuns, queue, pool           int
 	queueTimeout, drainTimeout     time.Duration
 	maxRequest                     cli.ByteSize
-	allowNetwork                   bool
+	allowNetwork, doctor           bool
 	maxCPU, maxWall, maxApproval   float64
 	maxProcesses, maxOpenFiles     int
 	maxAddress, maxMemory, maxFile cli.ByteSize
@@ -96,6 +100,7 @@ func command(args []string, stderr io.Writer) int {
 	fs.Var(&f.maxRequest, "max-request-bytes", "a request body's cap (default 16MiB plus the files cap, 64MiB, in base64: about 101MiB)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", server.DefaultDrainTimeout, "on SIGTERM or SIGINT, how long runs in flight may finish before they are cancelled")
 	fs.BoolVar(&f.allowNetwork, "allow-network", false, "let a request ask for the network")
+	fs.BoolVar(&f.doctor, "doctor", false, "run psych doctor's checks before becoming ready: on a FAIL stay unready (/readyz says why) and serve on; GET /v1/info shows the report")
 	fs.StringVar(&f.store, "store", "", "record every run and tool call into this SQLite file (GET /v1/runs reads it)")
 	fs.Float64Var(&f.maxCPU, "max-cpu-seconds", 0, "the most CPU a request may ask for (default: the default, 10)")
 	fs.Float64Var(&f.maxWall, "max-wall-seconds", 0, "the most wall clock a request may ask for (default 30)")
@@ -227,7 +232,16 @@ func serve(f *flags, token string, caps sandbox.Limits, stderr io.Writer) int {
 		return cli.Report(stderr, "psych serve", err)
 	}
 	backend, engine, python := f.Describe()
+	var runDoctor func(context.Context) *api.Doctor
+	if f.doctor {
+		opts := doctor.Options{RequireCgroup: f.Requirements().Cgroup}
+		if !f.Container() {
+			opts.Python = python
+		}
+		runDoctor = func(ctx context.Context) *api.Doctor { return doctorReport(doctor.Run(ctx, opts)) }
+	}
 	srv, err := server.New(server.Config{
+		Doctor:  runDoctor,
 		Runtime: rt, Sandbox: sb, Store: store,
 		Info:         api.Info{Backend: backend, Engine: engine, Interpreter: python, EnvAllowlist: f.EnvNames()},
 		Caps:         caps,
@@ -254,10 +268,23 @@ func serve(f *flags, token string, caps sandbox.Limits, stderr io.Writer) int {
 		go func() { served <- srv.ServeMetrics(metrics) }()
 	}
 	status := cli.ExitOK
-	if err := srv.Start(ctx); err != nil && ctx.Err() == nil {
+	err = srv.Start(ctx)
+	switch {
+	case err != nil && errors.Is(err, server.ErrDoctor) && ctx.Err() == nil:
+		// Unready for good, but serving: the probes, /v1/info and the
+		// log say why, where an exit would only restart the same FAIL.
+		// It never served a run: exit 1 when it ends.
+		fmt.Fprintf(stderr, "psych serve: %v (serving unready until stopped)\n", err)
+		status = cli.ExitHostFault
+		select {
+		case <-ctx.Done():
+		case err := <-served:
+			fmt.Fprintf(stderr, "psych serve: %v\n", err)
+		}
+	case err != nil && ctx.Err() == nil:
 		fmt.Fprintf(stderr, "psych serve: %v\n", err)
 		status = cli.ExitHostFault
-	} else if ctx.Err() == nil {
+	case ctx.Err() == nil:
 		select {
 		case <-ctx.Done():
 		case err := <-served:
@@ -273,6 +300,15 @@ func serve(f *flags, token string, caps sandbox.Limits, stderr io.Writer) int {
 		status = cli.ExitHostFault
 	}
 	return status
+}
+
+// doctorReport is rep as GET /v1/info serves it.
+func doctorReport(rep doctor.Report) *api.Doctor {
+	out := &api.Doctor{Failed: rep.Failed(), Checks: make([]api.DoctorCheck, 0, len(rep.Checks))}
+	for _, c := range rep.Checks {
+		out.Checks = append(out.Checks, api.DoctorCheck{Name: c.Name, Status: c.Status, Found: c.Found, Fix: c.Fix})
+	}
+	return out
 }
 
 // listenMetrics opens the metrics listener: HOST:PORT, tcp://HOST:PORT or

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# `make serve-image`: builds the image of `psych serve`, SERVE_IMAGE_REF
+# (localhost/psych-serve:dev), without a registry, from the runs' image's
+# cached root (scripts/image.sh builds it where it is missing): the same
+# Debian root with the same interpreter and data libraries, plus the static
+# psych and psych-full at /usr/local/bin. Its command is `psych serve`; the
+# manifests (deploy/kubernetes) give its flags.
+#
+# The archive is cached under PSYCH_IMAGE_CACHE/serve/<hash of the runs'
+# image and the binaries> and imported into the containerd at
+# CONTAINERD_ADDRESS, namespace SERVE_IMAGE_NAMESPACE (k8s.io: the one a
+# kubelet's CRI reads), where that containerd answers. Needs root.
+set -euo pipefail
+export PATH=$PATH:/usr/sbin:/sbin
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+
+GO=${GO:-go}
+SERVE_IMAGE_REF=${SERVE_IMAGE_REF:-localhost/psych-serve:dev}
+SERVE_IMAGE_NAMESPACE=${SERVE_IMAGE_NAMESPACE:-k8s.io}
+RUNS_CACHE=${PSYCH_IMAGE_CACHE:-/var/cache/psych/image}
+CACHE=${PSYCH_SERVE_IMAGE_CACHE:-/var/cache/psych/serve-image}
+CONTAINERD_ADDRESS=${CONTAINERD_ADDRESS:-/run/psych-k8s/containerd/containerd.sock}
+
+t0=$(date +%s)
+log() { echo "serve-image: [$(($(date +%s) - t0))s] $*" >&2; }
+die() {
+	log "FAIL: $*"
+	exit 1
+}
+[ "$(id -u)" = 0 ] || die "needs root"
+
+# The runs' image: its archive's one layer is the root this image builds on.
+base=$(ls -d "$RUNS_CACHE"/*/image.tar 2>/dev/null | head -n 1 || true)
+if [ -z "$base" ]; then
+	log "no runs' image archive under $RUNS_CACHE: make image first"
+	GO="$GO" ./scripts/image.sh
+	base=$(ls -d "$RUNS_CACHE"/*/image.tar | head -n 1)
+fi
+[ -s "$base" ] || die "no runs' image archive under $RUNS_CACHE"
+
+# The binaries, static, as make build links them.
+work=$(mktemp -d /var/tmp/psych-serve-image.XXXXXX)
+trap 'rm -rf --one-file-system "$work"' EXIT
+log "building psych and psych-full (static)"
+"$GO" build -tags netgo,osusergo -ldflags '-linkmode=external -extldflags=-static' \
+	-o "$work/bin/" ./cmd/psych ./cmd/psych-full || die "go build failed"
+
+recipe=$( {
+	echo "ref=$SERVE_IMAGE_REF"
+	sha256sum "$base" | cut -d' ' -f1
+	cat "$work/bin/psych" "$work/bin/psych-full" scripts/serve-image.sh | sha256sum
+} | sha256sum | cut -c1-16)
+dir=$CACHE/$recipe
+archive=$dir/image.tar
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.lock"
+flock 9
+if [ ! -s "$archive" ] || [ ! -s "$dir/digest" ]; then
+	root=$work/rootfs
+	mkdir -p "$root"
+	layer=$(tar -xOf "$base" manifest.json | sed -n 's/.*"Layers":\["\([^"]*\)"\].*/\1/p')
+	[ -n "$layer" ] || die "the runs' image archive names no single layer"
+	log "unpacking the runs' image root ($layer)"
+	tar -xOf "$base" "$layer" | tar -xz --numeric-owner -p -C "$root" || die "unpacking the runs' root failed"
+	install -m 0755 "$work/bin/psych" "$work/bin/psych-full" "$root/usr/local/bin/"
+	mkdir -p "$dir"
+	log "writing the image archive"
+	"$GO" run ./internal/cmd/mkimage -root "$root" -ref "$SERVE_IMAGE_REF" \
+		-label io.psych.python=/usr/bin/python3 \
+		-env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+		-cmd /usr/local/bin/psych -cmd serve -empty dev -empty proc -empty sys -empty tmp -empty run \
+		-o "$archive.new" >"$dir/digest.new" || die "mkimage failed"
+	mv "$archive.new" "$archive"
+	mv "$dir/digest.new" "$dir/digest"
+	for old in "$CACHE"/*/; do
+		[ "${old%/}" = "$dir" ] || rm -rf --one-file-system "${old%/}"
+	done
+fi
+digest=$(cat "$dir/digest")
+flock -u 9
+log "archive $archive ($(du -h "$archive" | cut -f1)), manifest $digest"
+echo "$archive" >"$CACHE/latest"
+
+if [ -S "$CONTAINERD_ADDRESS" ] && ctr -a "$CONTAINERD_ADDRESS" version >/dev/null 2>&1; then
+	have=$(ctr -a "$CONTAINERD_ADDRESS" -n "$SERVE_IMAGE_NAMESPACE" images ls 2>/dev/null | awk -v r="$SERVE_IMAGE_REF" '$1 == r {print $3}')
+	if [ "$have" = "$digest" ]; then
+		log "containerd ($CONTAINERD_ADDRESS): $SERVE_IMAGE_REF is there"
+	else
+		log "containerd ($CONTAINERD_ADDRESS): ctr -n $SERVE_IMAGE_NAMESPACE images import"
+		ctr -a "$CONTAINERD_ADDRESS" -n "$SERVE_IMAGE_NAMESPACE" images import "$archive" >/dev/null || die "ctr images import failed"
+	fi
+else
+	log "containerd: not reachable at $CONTAINERD_ADDRESS; the archive is built, not imported"
+fi
+log "done: $SERVE_IMAGE_REF"
