@@ -342,7 +342,7 @@ func (s *Server) postCall(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, invalid("tool: required"))
 		return
 	}
-	if e := checkTools(req.Bindings); e != nil {
+	if e := api.CheckTools(req.Bindings); e != nil {
 		s.refuse(w, r, e)
 		return
 	}

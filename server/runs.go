@@ -143,7 +143,7 @@ func decodeRunRequest(body []byte, c limitsCheck) (*api.RunRequest, *api.Error) 
 	if req.Network && !c.allowNetwork {
 		return nil, invalid("network: this server grants no run the network (it was not started with --allow-network)")
 	}
-	if e := checkTools(req.Bindings); e != nil {
+	if e := api.CheckTools(req.Bindings); e != nil {
 		return nil, e
 	}
 	return &req, nil
@@ -181,28 +181,6 @@ func checkLimits(l sandbox.Limits, c limitsCheck) *api.Error {
 	}
 	if err := l.Merge(c.defaults).Validate(); err != nil {
 		return invalid("limits: %v", err)
-	}
-	return nil
-}
-
-// checkTools holds a request's tool declarations to the API's caps and
-// names (the schema itself is compiled by Runtime.WithTools).
-func checkTools(tools []api.Tool) *api.Error {
-	if len(tools) > api.MaxTools {
-		return invalid("bindings: %d tools, at most %d", len(tools), api.MaxTools)
-	}
-	list := make([]sandbox.Binding, 0, len(tools))
-	for _, t := range tools {
-		if err := sandbox.CheckName(t.Name); err != nil {
-			return invalid("bindings: %v", err)
-		}
-		if len(t.Parameters) > api.MaxSchemaBytes {
-			return invalid("bindings: %s: a parameters schema of %d bytes, at most %d", t.Name, len(t.Parameters), api.MaxSchemaBytes)
-		}
-		list = append(list, sandbox.Binding{Name: t.Name, Params: t.Params})
-	}
-	if err := sandbox.ValidateBindings(list); err != nil {
-		return invalid("bindings: %v", err)
 	}
 	return nil
 }

@@ -74,7 +74,7 @@ func call(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if req.Tool == "" {
 			return errorEvent(api.CodeInvalidRequest, "tool: required")
 		}
-		if e := run.CheckTools(req.Bindings); e != nil {
+		if e := api.CheckTools(req.Bindings); e != nil {
 			return api.Event{Event: api.EventError, Error: e}
 		}
 		var sb sandbox.Sandbox

@@ -136,7 +136,7 @@ func decodeRunRequest(line []byte) (*api.RunRequest, *api.Error) {
 			return nil, invalid("id: %v", err)
 		}
 	}
-	if e := CheckTools(req.Bindings); e != nil {
+	if e := api.CheckTools(req.Bindings); e != nil {
 		return nil, e
 	}
 	return &req, nil
@@ -144,28 +144,6 @@ func decodeRunRequest(line []byte) (*api.RunRequest, *api.Error) {
 
 func invalid(format string, args ...any) *api.Error {
 	return &api.Error{Code: api.CodeInvalidRequest, Message: fmt.Sprintf(format, args...)}
-}
-
-// CheckTools holds a request's tool declarations to the API's caps and
-// names (the schema itself is compiled by Runtime.WithTools).
-func CheckTools(tools []api.Tool) *api.Error {
-	if len(tools) > api.MaxTools {
-		return invalid("bindings: %d tools, at most %d", len(tools), api.MaxTools)
-	}
-	list := make([]sandbox.Binding, 0, len(tools))
-	for _, t := range tools {
-		if err := sandbox.CheckName(t.Name); err != nil {
-			return invalid("bindings: %v", err)
-		}
-		if len(t.Parameters) > api.MaxSchemaBytes {
-			return invalid("bindings: %s: a parameters schema of %d bytes, at most %d", t.Name, len(t.Parameters), api.MaxSchemaBytes)
-		}
-		list = append(list, sandbox.Binding{Name: t.Name, Params: t.Params})
-	}
-	if err := sandbox.ValidateBindings(list); err != nil {
-		return invalid("bindings: %v", err)
-	}
-	return nil
 }
 
 // ErrorOf is the error event for a run or call that ended without its
