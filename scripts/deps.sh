@@ -20,7 +20,9 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 [ -f /usr/lib/python3.11/test/test_os.py ] || need+=(libpython3.11-testsuite)
 # The data libraries a model's program is expected to find (numpy, pandas,
 # matplotlib, scipy, PIL): a run must import them as the host does.
-for pkg in python3-numpy python3-pandas python3-matplotlib python3-scipy python3-pil; do
+# clients/python's tests install the package offline into a venv (pip from
+# python3-venv's ensurepip).
+for pkg in python3-numpy python3-pandas python3-matplotlib python3-scipy python3-pil python3-venv; do
 	dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 
