@@ -111,23 +111,22 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 		p.Namespaces |= unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP
 		p.Root = r.dir
 		p.RootData = "size=1m,nr_inodes=1024,mode=0755"
-		p.Cwd = sandboxHome
+		p.Cwd = sandbox.WorkDir
 		p.Exe = s.view.exe
 		var err error
 		if s.hostUID == 0 {
 			// /tmp and /work on one tmpfs the host holds (host.Workspace),
 			// detached from the host as soon as the init's clones are made.
 			// A root that may not mount here (in a user namespace of its
-			// own) keeps the init's /tmp: no files come in or out, and a
-			// request with files is refused (writeFiles).
+			// own), like a non-root host, gets the init's /tmp and /work:
+			// no files come in or out, and a request with files is refused
+			// (writeFiles).
 			r.ws, err = host.NewWorkspace(filepath.Join(r.dir, workspaceDir), s.cfg.TmpBytes, s.cfg.TmpInodes, r.uid, r.gid)
 			switch {
 			case errors.Is(err, unix.EPERM):
 				s.log.Warn("psych: this host may not mount a run's /work; runs take no files", "err", err)
 			case err != nil:
 				return nil, nil, err
-			default:
-				p.Cwd = sandbox.WorkDir
 			}
 		}
 		p.Mounts, trees, err = s.view.mounts(r.dir, s.hostUID == 0, r.ws, s.cfg.TmpBytes, s.cfg.TmpInodes, s.cfg.TmpBytes/4)

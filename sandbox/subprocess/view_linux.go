@@ -289,7 +289,8 @@ func overlayData(lower string) []byte {
 // staged and overlaid (view).
 // The returned files are the clones; the caller closes them after the start.
 // With a workspace (a root host), /tmp and /work are its directories, one
-// tmpfs the host keeps a handle on; else /tmp is a tmpfs the init mounts.
+// tmpfs the host keeps a handle on; else they are the directories of one
+// tmpfs the init mounts (no files come in or out).
 func (v *view) mounts(root string, hostRoot bool, ws *host.Workspace, tmpBytes, tmpInodes, shmBytes int64) (ms []reexec.Mount, files []*os.File, retErr error) {
 	defer func() {
 		if retErr != nil {
@@ -389,6 +390,18 @@ func (v *view) mounts(root string, hostRoot bool, ws *host.Workspace, tmpBytes, 
 			}
 		}
 	}
+	if ws == nil {
+		// No workspace (a host that may not mount on its own side): /tmp
+		// and /work are still two directories of one tmpfs, which the init
+		// mounts on the staging tmpfs, binds, and detaches with it.
+		run := stageDir + "/run"
+		ms = append(ms,
+			reexec.Mount{Kind: reexec.Tmpfs, Target: run, Data: []byte(fmt.Sprintf("size=%d,nr_inodes=%d,mode=0755", tmpBytes, tmpInodes))},
+			reexec.Mount{Kind: reexec.Mkdir, Target: run + "/" + host.WorkspaceTmp, Mode: 0o1777},
+			reexec.Mount{Kind: reexec.Mkdir, Target: run + "/" + host.WorkspaceWork, Mode: 0o1777},
+			reexec.Mount{Kind: reexec.Bind, Source: root + run + "/" + host.WorkspaceTmp, Target: "/tmp", Attr: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV},
+			reexec.Mount{Kind: reexec.Bind, Source: root + run + "/" + host.WorkspaceWork, Target: sandbox.WorkDir, Attr: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV})
+	}
 	ms = append(ms, reexec.Mount{Kind: reexec.Detach, Target: stageDir})
 	ms = append(ms, reexec.Mount{Kind: reexec.Mkdir, Target: "/dev", Mode: 0o755})
 	for _, d := range []string{"null", "zero", "full", "random", "urandom"} {
@@ -419,8 +432,6 @@ func (v *view) mounts(root string, hostRoot bool, ws *host.Workspace, tmpBytes, 
 	ms = append(ms,
 		reexec.Mount{Kind: reexec.Bind, Source: root + "/proc/sys", Target: "/proc/sys", Attr: roAttr | unix.MOUNT_ATTR_NOEXEC, Recursive: true})
 	if ws == nil {
-		ms = append(ms, reexec.Mount{Kind: reexec.Tmpfs, Target: "/tmp",
-			Data: []byte(fmt.Sprintf("size=%d,nr_inodes=%d,mode=1777", tmpBytes, tmpInodes))})
 		return ms, files, nil
 	}
 	for _, d := range []struct{ name, target string }{{host.WorkspaceTmp, "/tmp"}, {host.WorkspaceWork, sandbox.WorkDir}} {
