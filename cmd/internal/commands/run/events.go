@@ -79,7 +79,7 @@ func events(c Config, f *flags, fs *flag.FlagSet, args []string, stdin io.Reader
 	}
 	var request io.Reader
 	if f.requestFD > 0 { // psych handed over a request it read (handOver)
-		request = os.NewFile(uintptr(f.requestFD), "request")
+		request = takeRequestFile(f.requestFD)
 	}
 	return Serve(stdin, request, stdout, stderr, func(ctx context.Context, line []byte, st *eventstream.Stdio) api.Event {
 		req, e := decodeRunRequest(line)

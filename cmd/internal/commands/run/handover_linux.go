@@ -34,3 +34,10 @@ func requestFile(line []byte) (fd int, err error) {
 }
 
 func fdArg(fd int) string { return "--request-fd=" + strconv.Itoa(fd) }
+
+// takeRequestFile is psych-full's side of --request-fd: the handed-over fd,
+// close-on-exec from here on, so that nothing psych-full starts inherits it.
+func takeRequestFile(fd int) *os.File {
+	unix.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), "request")
+}

@@ -5,6 +5,7 @@ package run
 import (
 	"errors"
 	"fmt"
+	"os"
 )
 
 // requestFile: handing a read request over needs Linux's memfd.
@@ -13,3 +14,5 @@ func requestFile([]byte) (int, error) {
 }
 
 func fdArg(int) string { return "" }
+
+func takeRequestFile(fd int) *os.File { return os.NewFile(uintptr(fd), "request") }
