@@ -59,6 +59,10 @@ phase "fuzz the API's event reader"
 phase "fuzz client"
 PSYCH_TEST_PYTHON=$PYTHON "$GO" test -race -count=1 -timeout 30m ./...
 phase "go test -race ./..."
+# test/k8s's tests build only with -tags k8s (make k8s-test runs them on a
+# cluster, not yet in CI): vetting them here keeps them compiling.
+"$GO" vet -tags k8s ./test/k8s/
+phase "vet test/k8s"
 # The bootstrap's own tests on every Python it serves (pyenv's 3.8-3.13;
 # the pass above ran them on $PYTHON). CI's machine has them all.
 pyroot=$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")
