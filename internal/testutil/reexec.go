@@ -46,7 +46,15 @@ func Main(m *testing.M) {
 		}
 		os.Exit(h(os.Getenv(HelperArgEnv)))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	// Whatever the tests ran, the host's /dev/null is still the null
+	// device (once, in a session, it was found replaced by a run-owned
+	// file, cause unknown): a package that breaks it fails.
+	if err := NullDeviceIntact("/dev/null"); err != nil && code == 0 {
+		fmt.Fprintf(os.Stderr, "testutil: after this package's tests: %v\n", err)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // HelperEnviron is the environment entries that start helper name with

@@ -2,7 +2,9 @@ package testutil
 
 import (
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -123,4 +125,20 @@ func TestMarkers(t *testing.T) {
 	KillProcessesWith(m, "sh")
 	cmd.Wait()
 	WaitFor(t, 5e9, "the sleeper to go", func() bool { return len(ProcessesWith(m)) == 0 })
+}
+
+func TestNullDeviceIntact(t *testing.T) {
+	if err := NullDeviceIntact("/dev/null"); err != nil {
+		t.Fatalf("this host's /dev/null: %v", err)
+	}
+	f := filepath.Join(t.TempDir(), "null")
+	if err := os.WriteFile(f, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := NullDeviceIntact(f); err == nil {
+		t.Error("a regular file passed for the null device")
+	}
+	if err := NullDeviceIntact("/dev/zero"); err == nil {
+		t.Error("/dev/zero passed for the null device")
+	}
 }
