@@ -3,12 +3,9 @@
 package subprocess
 
 import (
-	"bytes"
-	"context"
-	"fmt"
 	"testing"
 
-	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/test/contract"
 )
 
 // BenchmarkFiles measures the files goal (docs/files-and-figures.md): one
@@ -21,26 +18,7 @@ func BenchmarkFiles(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	in := make([]sandbox.File, 100)
-	for i := range in {
-		in[i] = sandbox.File{Path: fmt.Sprintf("in/f%03d", i), Data: bytes.Repeat([]byte{byte(i)}, 100<<10)}
-	}
-	code := "import os\nfor n in sorted(os.listdir('in') if os.path.isdir('in') else []):\n    d = open('in/' + n, 'rb').read()\n    open('in/' + n, 'ab').write(b'!')\n"
-	for _, tc := range []struct {
-		name  string
-		files []sandbox.File
-		want  int
-	}{{"none", nil, 0}, {"100x100KiB", in, 100}} {
-		b.Run(tc.name, func(b *testing.B) {
-			for b.Loop() {
-				res, err := s.Run(context.Background(), sandbox.Request{Code: code, Files: tc.files})
-				if err != nil || res.Failure != nil || len(res.Files) != tc.want {
-					b.Fatalf("%v, failure %v, %d files, want %d", err, res.Failure, len(res.Files), tc.want)
-				}
-			}
-			s.Settle()
-		})
-	}
+	contract.BenchFiles(b, s, s.Settle)
 	b.Run("copy", func(b *testing.B) {
 		src, dst := make([]byte, 2*100*100<<10), make([]byte, 2*100*100<<10)
 		b.SetBytes(int64(len(src)))

@@ -1,0 +1,39 @@
+package contract
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/psych-runtime/psych/sandbox"
+)
+
+// BenchFiles is each backend's BenchmarkFiles (the files goal,
+// docs/files-and-figures.md): a run with 100 files of 100 KiB in, each read
+// and appended to so that all 100 come out, beside the same run without
+// files. settle, when set, runs after each (a backend's cleanup to finish).
+func BenchFiles(b *testing.B, sb sandbox.Sandbox, settle func()) {
+	in := make([]sandbox.File, 100)
+	for i := range in {
+		in[i] = sandbox.File{Path: fmt.Sprintf("in/f%03d", i), Data: bytes.Repeat([]byte{byte(i)}, 100<<10)}
+	}
+	code := "import os\nfor n in sorted(os.listdir('in') if os.path.isdir('in') else []):\n    d = open('in/' + n, 'rb').read()\n    open('in/' + n, 'ab').write(b'!')\n"
+	for _, tc := range []struct {
+		name  string
+		files []sandbox.File
+		want  int
+	}{{"none", nil, 0}, {"100x100KiB", in, 100}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				res, err := sb.Run(context.Background(), sandbox.Request{Code: code, Files: tc.files})
+				if err != nil || res.Failure != nil || len(res.Files) != tc.want {
+					b.Fatalf("%v, failure %v, %d files, want %d", err, res.Failure, len(res.Files), tc.want)
+				}
+			}
+			if settle != nil {
+				settle()
+			}
+		})
+	}
+}
