@@ -158,10 +158,20 @@ func nsSocket(tb testing.TB, mode string) int {
 		tb.Fatalf("start namespace child: %v", err)
 	}
 	childEnd.Close()
+	// childErr ends the child and returns its exit and stderr; the buffer
+	// is written by exec's copier until Wait returns, so it is read after.
+	var waited bool
+	var waitErr error
+	childErr := func() string {
+		if !waited {
+			parent.Close() // EOF: the child exits
+			waitErr, waited = cmd.Wait(), true
+		}
+		return fmt.Sprintf("namespace child: %v\n%s", waitErr, stderr.String())
+	}
 	tb.Cleanup(func() {
-		parent.Close() // EOF: the child exits
-		if err := cmd.Wait(); err != nil {
-			tb.Errorf("namespace child: %v\n%s", err, stderr.String())
+		if msg := childErr(); waitErr != nil {
+			tb.Error(msg)
 		}
 	})
 
@@ -170,13 +180,21 @@ func nsSocket(tb testing.TB, mode string) int {
 		tb.Fatal(err)
 	}
 	buf, oob := make([]byte, 512), make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(pair[0], buf, oob, unix.MSG_CMSG_CLOEXEC)
+	// A socket with SO_RCVTIMEO is not restarted after a signal (signal(7)),
+	// and the Go runtime signals its threads to preempt them.
+	var n, oobn int
+	for {
+		n, oobn, _, _, err = unix.Recvmsg(pair[0], buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err != unix.EINTR {
+			break
+		}
+	}
 	if err != nil {
-		tb.Fatalf("receive netlink fd: %v\n%s", err, stderr.String())
+		tb.Fatalf("receive netlink fd: %v\n%s", err, childErr())
 	}
 	cmsgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 	if err != nil || len(cmsgs) != 1 {
-		tb.Fatalf("namespace child (%s): %q %v\n%s", mode, buf[:n], err, stderr.String())
+		tb.Fatalf("namespace child (%s): %q %v\n%s", mode, buf[:n], err, childErr())
 	}
 	fds, err := unix.ParseUnixRights(&cmsgs[0])
 	if err != nil || len(fds) != 1 {
