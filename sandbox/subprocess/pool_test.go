@@ -221,9 +221,10 @@ func TestPoolLimitsFromDispatch(t *testing.T) {
 	})
 	waitWarm(t, s)
 	r := <-pooled
-	// A wall budget wide enough for 1 s of CPU on a loaded 2-CPU machine,
-	// and a wait past it before dispatch.
-	const wall = 4.0
+	// A wall budget wide enough for 1 s of CPU on a 2-CPU machine at a load
+	// of 12 (a 4 s budget ran out there first), and a wait past it before
+	// dispatch.
+	const wall = 8.0
 	time.Sleep(time.Duration((wall + 0.5) * float64(time.Second)))
 	st, err := r.cg.Stats()
 	if err != nil || st.CPU < 500*time.Millisecond {
