@@ -1,6 +1,7 @@
 package funclen
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -112,5 +113,49 @@ func TestCheck(t *testing.T) {
 	}
 	if want := []string{"fixed", "gone", "grown", "new"}; !slices.Equal(names, want) {
 		t.Errorf("check found problems with %q, want %q:\n%s", names, want, strings.Join(got, "\n"))
+	}
+}
+
+// TestScan: the walk counts the module's own files, Go and C, and leaves
+// out tests, testdata, vendor, hidden directories and other modules.
+func TestScan(t *testing.T) {
+	root := t.TempDir()
+	long := "package p\n\nfunc F() {\n" + strings.Repeat("\t_ = 0\n", maxLines) + "}\n"
+	files := map[string]string{
+		"go.mod":             "module m\n",
+		"a/a.go":             long,
+		"a/a_test.go":        long,
+		"a/testdata/t.go":    long,
+		"vendor/v/v.go":      long,
+		".hidden/h.go":       long,
+		"_skip/s.go":         long,
+		"other/go.mod":       "module other\n",
+		"other/o.go":         long,
+		"c/c.c":              "int f(void)\n{\n" + strings.Repeat("\tx();\n", maxLines) + "}\n",
+		"c/c.h":              "static inline int g(void) { return 0; }\n",
+		"c/testdata/skip.c":  "int h(void)\n{\n}\n",
+		"a/a_other_build.go": "//go:build never\n\npackage p\n\nfunc G() {}\n",
+	}
+	for name, src := range files {
+		path := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	found, err := scan(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range found {
+		got = append(got, fmt.Sprintf("%s %d", f.key, f.lines))
+	}
+	slices.Sort(got)
+	want := []string{fmt.Sprintf("a.F %d", maxLines+2), "a.G 1", fmt.Sprintf("c.f %d", maxLines+3), "c.g 1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("scan found %q, want %q", got, want)
 	}
 }

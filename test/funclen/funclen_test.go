@@ -5,7 +5,8 @@
 // What it counts. Go: every function and method declared in a .go file
 // that is not a _test.go file, in every directory of the module but those
 // the go tool skips (testdata, vendor, names starting with . or _), whatever
-// its build constraints; its length is the lines from the line of its func
+// its build constraints, and not in another module (a directory with a
+// go.mod of its own); its length is the lines from the line of its func
 // keyword to the line of its closing brace, both counted (the doc comment
 // is not). Function literals count as part of the declaration that holds
 // them. C: every function defined in a .c or .h file of the module; its
@@ -120,8 +121,14 @@ func scan(root string) ([]fn, error) {
 		}
 		name := d.Name()
 		if d.IsDir() {
-			if path != root && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			if path == root {
+				return nil
+			}
+			if name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
 				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir // another module
 			}
 			return nil
 		}
