@@ -77,110 +77,133 @@ func (r *report) fail(what string, items []string) {
 	r.reasons = append(r.reasons, what+": "+strings.Join(items, ", "))
 }
 
+// verifier is one namespace's check in progress: each phase adds to the
+// Check and to the report of what failed.
+type verifier struct {
+	c     *conn
+	chk   Check
+	r     report
+	names map[int]string // link index to name, for the lists
+	lo    int            // the loopback link's index, 0 when there is none
+}
+
 func verify(fd int, timeout time.Duration) (Check, error) {
 	c, err := newConn(fd, time.Now().Add(timeout))
 	if err != nil {
 		return Check{}, fmt.Errorf("verify network namespace: %w", err)
 	}
-	var (
-		chk Check
-		r   report
-	)
+	v := &verifier{c: c}
+	for _, phase := range []func() error{v.links, v.addrs, v.routes, v.lookups} {
+		if err := phase(); err != nil {
+			return Check{}, fmt.Errorf("verify network namespace: %w", err)
+		}
+	}
+	v.chk.Denied = len(v.r.reasons) == 0
+	v.chk.Reason = strings.Join(v.r.reasons, "; ")
+	return v.chk, nil
+}
 
-	// Links, bringing lo up first if needed.
-	links, more, err := c.links()
+// links checks the links, bringing lo up first if needed: lo only.
+func (v *verifier) links() error {
+	links, more, err := v.c.links()
 	if err != nil {
-		return Check{}, fmt.Errorf("verify network namespace: dump links: %w", err)
+		return fmt.Errorf("dump links: %w", err)
 	}
 	if lo, ok := findLoopback(links); ok && lo.flags&unix.IFF_UP == 0 {
-		if err := c.setUp(lo.index); err != nil {
-			return Check{}, fmt.Errorf("verify network namespace: set lo up: %w", err)
+		if err := v.c.setUp(lo.index); err != nil {
+			return fmt.Errorf("set lo up: %w", err)
 		}
-		if links, more, err = c.links(); err != nil {
-			return Check{}, fmt.Errorf("verify network namespace: dump links: %w", err)
+		if links, more, err = v.c.links(); err != nil {
+			return fmt.Errorf("dump links: %w", err)
 		}
 	}
-	names := make(map[int]string, len(links))
-	loIndex := 0
+	v.names = make(map[int]string, len(links))
 	var extra []string
 	for _, l := range links {
-		names[l.index] = l.name
-		if l.isLoopback() && loIndex == 0 {
-			loIndex = l.index
+		v.names[l.index] = l.name
+		if l.isLoopback() && v.lo == 0 {
+			v.lo = l.index
 		} else {
 			extra = append(extra, fmt.Sprintf("%s (index %d)", l.name, l.index))
 		}
-		if len(chk.Links) < maxListed {
-			chk.Links = append(chk.Links, Link{Index: l.index, Name: l.name, Up: l.flags&unix.IFF_UP != 0})
+		if len(v.chk.Links) < maxListed {
+			v.chk.Links = append(v.chk.Links, Link{Index: l.index, Name: l.name, Up: l.flags&unix.IFF_UP != 0})
 		}
 	}
-	if loIndex == 0 {
-		r.reasons = append(r.reasons, "no loopback link")
+	if v.lo == 0 {
+		v.r.reasons = append(v.r.reasons, "no loopback link")
 	}
 	if more {
 		extra = append(extra, fmt.Sprintf("over %d links", maxDumpMsgs))
 	}
-	r.fail("links other than lo", extra)
+	v.r.fail("links other than lo", extra)
+	return nil
+}
 
-	// Addresses.
-	addrs, more, err := c.addrs()
+// addrs checks the addresses: loopback ones on lo only.
+func (v *verifier) addrs() error {
+	addrs, more, err := v.c.addrs()
 	if err != nil {
-		return Check{}, fmt.Errorf("verify network namespace: dump addresses: %w", err)
+		return fmt.Errorf("dump addresses: %w", err)
 	}
-	var badAddrs []string
+	var bad []string
 	for _, a := range addrs {
-		s := a.String(names)
-		if len(chk.Addrs) < maxListed {
-			chk.Addrs = append(chk.Addrs, s)
+		s := a.String(v.names)
+		if len(v.chk.Addrs) < maxListed {
+			v.chk.Addrs = append(v.chk.Addrs, s)
 		}
-		if !a.loopbackOnly(loIndex) {
-			badAddrs = append(badAddrs, s)
+		if !a.loopbackOnly(v.lo) {
+			bad = append(bad, s)
 		}
 	}
 	if more {
-		badAddrs = append(badAddrs, fmt.Sprintf("over %d addresses", maxDumpMsgs))
+		bad = append(bad, fmt.Sprintf("over %d addresses", maxDumpMsgs))
 	}
-	r.fail("addresses beyond loopback", badAddrs)
+	v.r.fail("addresses beyond loopback", bad)
+	return nil
+}
 
-	// Routes, all tables, both families.
-	var badRoutes []string
+// routes checks the routes of all tables, both families: loopback only.
+func (v *verifier) routes() error {
+	var bad []string
 	for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
-		routes, more, err := c.routes(family)
+		routes, more, err := v.c.routes(family)
 		if err != nil {
-			return Check{}, fmt.Errorf("verify network namespace: dump %s routes: %w", familyName(family), err)
+			return fmt.Errorf("dump %s routes: %w", familyName(family), err)
 		}
 		for _, rt := range routes {
-			s := rt.String(names)
-			if len(chk.Routes) < maxListed {
-				chk.Routes = append(chk.Routes, s)
+			s := rt.String(v.names)
+			if len(v.chk.Routes) < maxListed {
+				v.chk.Routes = append(v.chk.Routes, s)
 			}
-			if !rt.loopbackOnly(loIndex) {
-				badRoutes = append(badRoutes, s)
+			if !rt.loopbackOnly(v.lo) {
+				bad = append(bad, s)
 			}
 		}
 		if more {
-			badRoutes = append(badRoutes, fmt.Sprintf("over %d %s routes", maxDumpMsgs, familyName(family)))
+			bad = append(bad, fmt.Sprintf("over %d %s routes", maxDumpMsgs, familyName(family)))
 		}
 	}
-	r.fail("routes beyond loopback", badRoutes)
+	v.r.fail("routes beyond loopback", bad)
+	return nil
+}
 
-	// Lookups towards the outside.
+// lookups looks up a route towards each outside address: none may be
+// reachable.
+func (v *verifier) lookups() error {
 	var reached []string
 	for _, dst := range outside {
-		l, err := c.lookup(dst, names)
+		l, err := v.c.lookup(dst, v.names)
 		if err != nil {
-			return Check{}, fmt.Errorf("verify network namespace: look up route to %s: %w", dst, err)
+			return fmt.Errorf("look up route to %s: %w", dst, err)
 		}
-		chk.Lookups = append(chk.Lookups, l)
+		v.chk.Lookups = append(v.chk.Lookups, l)
 		if l.Reachable {
 			reached = append(reached, l.Dst+": "+l.Result)
 		}
 	}
-	r.fail("outside addresses not unreachable", reached)
-
-	chk.Denied = len(r.reasons) == 0
-	chk.Reason = strings.Join(r.reasons, "; ")
-	return chk, nil
+	v.r.fail("outside addresses not unreachable", reached)
+	return nil
 }
 
 func findLoopback(links []linkInfo) (linkInfo, bool) {

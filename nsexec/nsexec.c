@@ -220,10 +220,11 @@ static void *grow(void *p, size_t n, size_t size)
 	return p;
 }
 
-static void read_plan(struct plan *pl)
+// load_plan reads the plan's memfd whole and checks its magic and version;
+// *size is its length.
+static unsigned char *load_plan(size_t *size)
 {
 	struct stat st;
-	step = PSYCH_STEP_PLAN;
 	if (fstat(PSYCH_FD_PLAN, &st) < 0)
 		fail(errno, "plan: fstat");
 	if (st.st_size < 8 || st.st_size > PSYCH_PLAN_MAX)
@@ -245,129 +246,165 @@ static void read_plan(struct plan *pl)
 	memcpy(&version, buf + 4, 4);
 	if (magic != PSYCH_PLAN_MAGIC || version != PSYCH_PLAN_VERSION)
 		fail(EINVAL, "plan: bad magic or version %u", version);
-	memset(pl, 0, sizeof *pl);
-	pl->outer_uid = pl->outer_gid = pl->inner_uid = pl->inner_gid = (uint32_t)-1;
-	struct rd r = {buf + 8, buf + st.st_size};
-	while (r.p < r.end) {
-		uint16_t tag, pad;
-		uint32_t len;
-		if (take(&r, &tag, 2) < 0 || take(&r, &pad, 2) < 0 || take(&r, &len, 4) < 0 ||
-		    (size_t)(r.end - r.p) < len)
-			fail(EINVAL, "plan: truncated record");
-		const unsigned char *v = r.p;
-		struct rd sub = {v, v + len};
-		r.p += len;
-		switch (tag) {
-		case PSYCH_TAG_OUTER_IDS:
-			if (len != 8)
-				goto bad;
-			take(&sub, &pl->outer_uid, 4);
-			take(&sub, &pl->outer_gid, 4);
-			break;
-		case PSYCH_TAG_INNER_IDS:
-			if (len != 8)
-				goto bad;
-			take(&sub, &pl->inner_uid, 4);
-			take(&sub, &pl->inner_gid, 4);
-			break;
-		case PSYCH_TAG_NAMESPACES:
-			if (len != 8)
-				goto bad;
-			take(&sub, &pl->flags, 8);
-			break;
-		case PSYCH_TAG_LANDLOCK:
-			if (len != 8)
-				goto bad;
-			take(&sub, &pl->landlock, 8);
-			break;
-		case PSYCH_TAG_LANDLOCK_FS:
-			if (len != 8)
-				goto bad;
-			take(&sub, &pl->landlock_fs, 8);
-			break;
-		case PSYCH_TAG_LANDLOCK_PATH: {
-			if (len <= 8)
-				goto bad;
-			pl->llpaths = grow(pl->llpaths, pl->nllpath, sizeof(struct llpath));
-			struct llpath *l = &pl->llpaths[pl->nllpath++];
-			take(&sub, &l->access, 8);
-			l->path = dupval(v + 8, len - 8);
-			if (l->path[0] != '/' || strlen(l->path) != len - 8)
-				goto bad;
-			break;
-		}
-		case PSYCH_TAG_HOSTNAME:
-			pl->hostname = dupval(v, len);
-			break;
-		case PSYCH_TAG_ROOT:
-			pl->root = dupval(v, len);
-			break;
-		case PSYCH_TAG_ROOT_DATA:
-			pl->rootdata = dupval(v, len);
-			break;
-		case PSYCH_TAG_CWD:
-			pl->cwd = dupval(v, len);
-			break;
-		case PSYCH_TAG_EXE:
-			pl->exe = dupval(v, len);
-			break;
-		case PSYCH_TAG_ARG:
-			pl->argv = grow(pl->argv, pl->nargv + 1, sizeof(char *));
-			pl->argv[pl->nargv++] = dupval(v, len);
-			break;
-		case PSYCH_TAG_ENV:
-			pl->envp = grow(pl->envp, pl->nenvp + 1, sizeof(char *));
-			pl->envp[pl->nenvp++] = dupval(v, len);
-			break;
-		case PSYCH_TAG_SECCOMP:
-			if (len == 0 || len % 8 != 0 || len / 8 > 0xffff)
-				goto bad;
-			pl->seccomp = dupval(v, len);
-			pl->seccomplen = len;
-			break;
-		case PSYCH_TAG_RLIMIT: {
-			if (len != 20)
-				goto bad;
-			pl->rlims = grow(pl->rlims, pl->nrlim, sizeof(struct rlim));
-			struct rlim *l = &pl->rlims[pl->nrlim++];
-			take(&sub, &l->resource, 4);
-			take(&sub, &l->soft, 8);
-			take(&sub, &l->hard, 8);
-			break;
-		}
-		case PSYCH_TAG_CGROUP_TASKS: {
-			int32_t fd;
-			if (len != 4 || pl->ncgtasks == PSYCH_PLAN_MAX_CGROUPS)
-				goto bad;
-			take(&sub, &fd, 4);
-			if (fd < PSYCH_FD_TREES)
-				goto bad;
-			pl->cgtasks[pl->ncgtasks++] = fd;
-			break;
-		}
-		case PSYCH_TAG_MOUNT: {
-			pl->mnts = grow(pl->mnts, pl->nmnt, sizeof(struct mnt));
-			struct mnt *m = &pl->mnts[pl->nmnt++];
-			memset(m, 0, sizeof *m);
-			if (take(&sub, &m->kind, 2) < 0 || take(&sub, &m->flags, 2) < 0 ||
-			    take(&sub, &m->fd, 4) < 0 || take(&sub, &m->attr, 8) < 0 ||
-			    take(&sub, &m->mode, 4) < 0 || !(m->source = takestr(&sub, NULL)) ||
-			    !(m->target = takestr(&sub, NULL)) || !(m->data = takestr(&sub, &m->datalen)) ||
-			    sub.p != sub.end)
-				goto bad;
-			if (m->target[0] != '/' || strstr(m->target, "/../") ||
-			    (m->fd >= 0 && m->fd < PSYCH_FD_TREES))
-				goto bad;
-			break;
-		}
-		default:
-			fail(EINVAL, "plan: unknown tag %u", tag);
-		}
-		continue;
-	bad:
-		fail(EINVAL, "plan: bad record with tag %u", tag);
+	*size = st.st_size;
+	return buf;
+}
+
+// Each plan_* below decodes one record's value v of len bytes into pl; -1
+// is a malformed record.
+
+static int plan_pair(uint32_t *a, uint32_t *b, struct rd *v, uint32_t len)
+{
+	if (len != 8)
+		return -1;
+	take(v, a, 4);
+	take(v, b, 4);
+	return 0;
+}
+
+static int plan_u64(uint64_t *x, struct rd *v, uint32_t len)
+{
+	if (len != 8)
+		return -1;
+	take(v, x, 8);
+	return 0;
+}
+
+static int plan_llpath(struct plan *pl, struct rd *v, uint32_t len)
+{
+	if (len <= 8)
+		return -1;
+	pl->llpaths = grow(pl->llpaths, pl->nllpath, sizeof(struct llpath));
+	struct llpath *l = &pl->llpaths[pl->nllpath++];
+	take(v, &l->access, 8);
+	l->path = dupval(v->p, len - 8);
+	if (l->path[0] != '/' || strlen(l->path) != len - 8)
+		return -1;
+	return 0;
+}
+
+// plan_str appends a copy of the value to the list *list of *n strings.
+static void plan_str(char ***list, size_t *n, struct rd *v, uint32_t len)
+{
+	*list = grow(*list, *n + 1, sizeof(char *));
+	(*list)[(*n)++] = dupval(v->p, len);
+}
+
+static int plan_seccomp(struct plan *pl, struct rd *v, uint32_t len)
+{
+	if (len == 0 || len % 8 != 0 || len / 8 > 0xffff)
+		return -1;
+	pl->seccomp = dupval(v->p, len);
+	pl->seccomplen = len;
+	return 0;
+}
+
+static int plan_rlimit(struct plan *pl, struct rd *v, uint32_t len)
+{
+	if (len != 20)
+		return -1;
+	pl->rlims = grow(pl->rlims, pl->nrlim, sizeof(struct rlim));
+	struct rlim *l = &pl->rlims[pl->nrlim++];
+	take(v, &l->resource, 4);
+	take(v, &l->soft, 8);
+	take(v, &l->hard, 8);
+	return 0;
+}
+
+static int plan_cgroup(struct plan *pl, struct rd *v, uint32_t len)
+{
+	int32_t fd;
+	if (len != 4 || pl->ncgtasks == PSYCH_PLAN_MAX_CGROUPS)
+		return -1;
+	take(v, &fd, 4);
+	if (fd < PSYCH_FD_TREES)
+		return -1;
+	pl->cgtasks[pl->ncgtasks++] = fd;
+	return 0;
+}
+
+static int plan_mount(struct plan *pl, struct rd *v)
+{
+	pl->mnts = grow(pl->mnts, pl->nmnt, sizeof(struct mnt));
+	struct mnt *m = &pl->mnts[pl->nmnt++];
+	memset(m, 0, sizeof *m);
+	if (take(v, &m->kind, 2) < 0 || take(v, &m->flags, 2) < 0 || take(v, &m->fd, 4) < 0 ||
+	    take(v, &m->attr, 8) < 0 || take(v, &m->mode, 4) < 0 || !(m->source = takestr(v, NULL)) ||
+	    !(m->target = takestr(v, NULL)) || !(m->data = takestr(v, &m->datalen)) || v->p != v->end)
+		return -1;
+	if (m->target[0] != '/' || strstr(m->target, "/../") || (m->fd >= 0 && m->fd < PSYCH_FD_TREES))
+		return -1;
+	return 0;
+}
+
+// plan_record decodes one record into pl; an unknown tag or a malformed
+// record fails the plan step.
+static void plan_record(struct plan *pl, uint16_t tag, struct rd *v, uint32_t len)
+{
+	int r = 0;
+	switch (tag) {
+	case PSYCH_TAG_OUTER_IDS:
+		r = plan_pair(&pl->outer_uid, &pl->outer_gid, v, len);
+		break;
+	case PSYCH_TAG_INNER_IDS:
+		r = plan_pair(&pl->inner_uid, &pl->inner_gid, v, len);
+		break;
+	case PSYCH_TAG_NAMESPACES:
+		r = plan_u64(&pl->flags, v, len);
+		break;
+	case PSYCH_TAG_LANDLOCK:
+		r = plan_u64(&pl->landlock, v, len);
+		break;
+	case PSYCH_TAG_LANDLOCK_FS:
+		r = plan_u64(&pl->landlock_fs, v, len);
+		break;
+	case PSYCH_TAG_LANDLOCK_PATH:
+		r = plan_llpath(pl, v, len);
+		break;
+	case PSYCH_TAG_HOSTNAME:
+		pl->hostname = dupval(v->p, len);
+		break;
+	case PSYCH_TAG_ROOT:
+		pl->root = dupval(v->p, len);
+		break;
+	case PSYCH_TAG_ROOT_DATA:
+		pl->rootdata = dupval(v->p, len);
+		break;
+	case PSYCH_TAG_CWD:
+		pl->cwd = dupval(v->p, len);
+		break;
+	case PSYCH_TAG_EXE:
+		pl->exe = dupval(v->p, len);
+		break;
+	case PSYCH_TAG_ARG:
+		plan_str(&pl->argv, &pl->nargv, v, len);
+		break;
+	case PSYCH_TAG_ENV:
+		plan_str(&pl->envp, &pl->nenvp, v, len);
+		break;
+	case PSYCH_TAG_SECCOMP:
+		r = plan_seccomp(pl, v, len);
+		break;
+	case PSYCH_TAG_RLIMIT:
+		r = plan_rlimit(pl, v, len);
+		break;
+	case PSYCH_TAG_CGROUP_TASKS:
+		r = plan_cgroup(pl, v, len);
+		break;
+	case PSYCH_TAG_MOUNT:
+		r = plan_mount(pl, v);
+		break;
+	default:
+		fail(EINVAL, "plan: unknown tag %u", tag);
 	}
-	free(buf);
+	if (r < 0)
+		fail(EINVAL, "plan: bad record with tag %u", tag);
+}
+
+// plan_complete checks that the plan names what every run needs, and ends
+// argv and envp with NULL.
+static void plan_complete(struct plan *pl)
+{
 	if (!pl->exe || pl->nargv == 0 || pl->outer_uid == (uint32_t)-1 || pl->inner_uid == (uint32_t)-1)
 		fail(EINVAL, "plan: missing exe, argv or ids");
 	if (pl->nmnt && (!pl->root || !pl->rootdata))
@@ -376,6 +413,29 @@ static void read_plan(struct plan *pl)
 	pl->argv[pl->nargv] = NULL;
 	pl->envp = grow(pl->envp, pl->nenvp + 1, sizeof(char *));
 	pl->envp[pl->nenvp] = NULL;
+}
+
+// read_plan reads and decodes the plan (the plan step).
+static void read_plan(struct plan *pl)
+{
+	step = PSYCH_STEP_PLAN;
+	size_t size;
+	unsigned char *buf = load_plan(&size);
+	memset(pl, 0, sizeof *pl);
+	pl->outer_uid = pl->outer_gid = pl->inner_uid = pl->inner_gid = (uint32_t)-1;
+	struct rd r = {buf + 8, buf + size};
+	while (r.p < r.end) {
+		uint16_t tag, pad;
+		uint32_t len;
+		if (take(&r, &tag, 2) < 0 || take(&r, &pad, 2) < 0 || take(&r, &len, 4) < 0 ||
+		    (size_t)(r.end - r.p) < len)
+			fail(EINVAL, "plan: truncated record");
+		struct rd v = {r.p, r.p + len};
+		r.p += len;
+		plan_record(pl, tag, &v, len);
+	}
+	free(buf);
+	plan_complete(pl);
 }
 
 // ---- the mount plan ----
@@ -411,106 +471,129 @@ static void setattr(const char *path, uint64_t set, int recursive)
 		fail(errno, "mount_setattr %s", path);
 }
 
-static void do_mounts(struct plan *pl)
+// mount_root makes the mount namespace private and mounts the new root's
+// tmpfs, the working directory while the records are carried out: a
+// relative path in a record (an overlay's layers) is in the new root.
+static void mount_root(struct plan *pl)
 {
-	step = PSYCH_STEP_MOUNT;
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		fail(errno, "make / private");
 	if (mount("tmpfs", pl->root, "tmpfs", MS_NOSUID | MS_NODEV, pl->rootdata) < 0)
 		fail(errno, "mount root tmpfs on %s", pl->root);
-	// A relative path in a record (an overlay's layers) is in the new root.
 	if (chdir(pl->root) < 0)
 		fail(errno, "chdir %s", pl->root);
-	for (size_t i = 0; i < pl->nmnt; i++) {
-		struct mnt *m = &pl->mnts[i];
-		char *path = under(pl->root, m->target);
-		switch (m->kind) {
-		case PSYCH_MNT_MKDIR:
-			if (mkdir(path, m->mode) < 0 && errno != EEXIST)
-				fail(errno, "mkdir %s", m->target);
-			if (chmod(path, m->mode) < 0)
-				fail(errno, "chmod %s", m->target);
-			break;
-		case PSYCH_MNT_SYMLINK:
-			if (symlink(m->source, path) < 0)
-				fail(errno, "symlink %s", m->target);
-			break;
-		case PSYCH_MNT_FILE: {
-			int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, m->mode);
-			if (fd < 0)
-				fail(errno, "create %s", m->target);
-			for (uint32_t off = 0; off < m->datalen;) {
-				ssize_t n = write(fd, m->data + off, m->datalen - off);
-				if (n < 0 && errno == EINTR)
-					continue;
-				if (n <= 0)
-					fail(errno, "write %s", m->target);
-				off += n;
-			}
-			if (fchmod(fd, m->mode) < 0)
-				fail(errno, "chmod %s", m->target);
-			close(fd);
-			break;
-		}
-		case PSYCH_MNT_BIND: {
-			int rec = m->flags & PSYCH_MNT_RECURSIVE;
-			int src = m->fd;
-			if (src < 0) {
-				src = syscall(SYS_open_tree, AT_FDCWD, m->source,
-					      OPEN_TREE_CLONE | O_CLOEXEC | (rec ? AT_RECURSIVE : 0));
-				if (src < 0)
-					fail(errno, "open_tree %s", m->source);
-			}
-			struct stat st;
-			if (fstat(src, &st) < 0)
-				fail(errno, "fstat tree for %s", m->target);
-			mountpoint(path, S_ISDIR(st.st_mode));
-			if (syscall(SYS_move_mount, src, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-				fail(errno, "move_mount %s", m->target);
-			close(src);
-			setattr(path, m->attr, rec);
-			break;
-		}
-		case PSYCH_MNT_TMPFS:
-			mountpoint(path, 1);
-			if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | (m->attr & MOUNT_ATTR_NOEXEC ? MS_NOEXEC : 0),
-				  m->data) < 0)
-				fail(errno, "mount tmpfs %s", m->target);
-			break;
-		case PSYCH_MNT_PROC:
-			mountpoint(path, 1);
-			if (mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-				fail(errno, "mount proc %s", m->target);
-			break;
-		case PSYCH_MNT_DEVPTS:
-			// Mountable in a user namespace (FS_USERNS_MOUNT); its
-			// superblock allows device nodes there, which a nodev mount
-			// would refuse again.
-			mountpoint(path, 1);
-			if (mount("devpts", path, "devpts", MS_NOSUID | MS_NOEXEC, m->data) < 0)
-				fail(errno, "mount devpts %s", m->target);
-			break;
-		case PSYCH_MNT_OVERLAY:
-			// The layers are resolved now; the overlay keeps a private
-			// clone of each, so their own mounts may be detached after.
-			mountpoint(path, 1);
-			if (mount("overlay", path, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, m->data) < 0)
-				fail(errno, "mount overlay %s (%s)", m->target, m->data);
-			setattr(path, m->attr, 0);
-			break;
-		case PSYCH_MNT_DETACH:
-			while (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
-				;
-			if (errno != EINVAL)
-				fail(errno, "detach %s", m->target);
-			if (rmdir(path) < 0 && (errno != ENOTDIR || unlink(path) < 0))
-				fail(errno, "remove %s", m->target);
-			break;
-		default:
-			fail(EINVAL, "mount: unknown kind %u", m->kind);
-		}
-		free(path);
+}
+
+static void mount_mkdir(const char *path, struct mnt *m)
+{
+	if (mkdir(path, m->mode) < 0 && errno != EEXIST)
+		fail(errno, "mkdir %s", m->target);
+	if (chmod(path, m->mode) < 0)
+		fail(errno, "chmod %s", m->target);
+}
+
+static void mount_file(const char *path, struct mnt *m)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, m->mode);
+	if (fd < 0)
+		fail(errno, "create %s", m->target);
+	for (uint32_t off = 0; off < m->datalen;) {
+		ssize_t n = write(fd, m->data + off, m->datalen - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			fail(errno, "write %s", m->target);
+		off += n;
 	}
+	if (fchmod(fd, m->mode) < 0)
+		fail(errno, "chmod %s", m->target);
+	close(fd);
+}
+
+static void mount_bind(const char *path, struct mnt *m)
+{
+	int rec = m->flags & PSYCH_MNT_RECURSIVE;
+	int src = m->fd;
+	if (src < 0) {
+		src = syscall(SYS_open_tree, AT_FDCWD, m->source, OPEN_TREE_CLONE | O_CLOEXEC | (rec ? AT_RECURSIVE : 0));
+		if (src < 0)
+			fail(errno, "open_tree %s", m->source);
+	}
+	struct stat st;
+	if (fstat(src, &st) < 0)
+		fail(errno, "fstat tree for %s", m->target);
+	mountpoint(path, S_ISDIR(st.st_mode));
+	if (syscall(SYS_move_mount, src, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		fail(errno, "move_mount %s", m->target);
+	close(src);
+	setattr(path, m->attr, rec);
+}
+
+static void mount_detach(const char *path, struct mnt *m)
+{
+	while (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+		;
+	if (errno != EINVAL)
+		fail(errno, "detach %s", m->target);
+	if (rmdir(path) < 0 && (errno != ENOTDIR || unlink(path) < 0))
+		fail(errno, "remove %s", m->target);
+}
+
+// mount_one carries out one record at path, its target under the new root.
+static void mount_one(const char *path, struct mnt *m)
+{
+	switch (m->kind) {
+	case PSYCH_MNT_MKDIR:
+		mount_mkdir(path, m);
+		break;
+	case PSYCH_MNT_SYMLINK:
+		if (symlink(m->source, path) < 0)
+			fail(errno, "symlink %s", m->target);
+		break;
+	case PSYCH_MNT_FILE:
+		mount_file(path, m);
+		break;
+	case PSYCH_MNT_BIND:
+		mount_bind(path, m);
+		break;
+	case PSYCH_MNT_TMPFS:
+		mountpoint(path, 1);
+		if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | (m->attr & MOUNT_ATTR_NOEXEC ? MS_NOEXEC : 0),
+			  m->data) < 0)
+			fail(errno, "mount tmpfs %s", m->target);
+		break;
+	case PSYCH_MNT_PROC:
+		mountpoint(path, 1);
+		if (mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+			fail(errno, "mount proc %s", m->target);
+		break;
+	case PSYCH_MNT_DEVPTS:
+		// Mountable in a user namespace (FS_USERNS_MOUNT); its superblock
+		// allows device nodes there, which a nodev mount would refuse
+		// again.
+		mountpoint(path, 1);
+		if (mount("devpts", path, "devpts", MS_NOSUID | MS_NOEXEC, m->data) < 0)
+			fail(errno, "mount devpts %s", m->target);
+		break;
+	case PSYCH_MNT_OVERLAY:
+		// The layers are resolved now; the overlay keeps a private clone
+		// of each, so their own mounts may be detached after.
+		mountpoint(path, 1);
+		if (mount("overlay", path, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, m->data) < 0)
+			fail(errno, "mount overlay %s (%s)", m->target, m->data);
+		setattr(path, m->attr, 0);
+		break;
+	case PSYCH_MNT_DETACH:
+		mount_detach(path, m);
+		break;
+	default:
+		fail(EINVAL, "mount: unknown kind %u", m->kind);
+	}
+}
+
+// pivot makes the new root read-only, pivots into it and detaches the old.
+static void pivot(struct plan *pl)
+{
 	setattr(pl->root, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0);
 	if (chdir(pl->root) < 0)
 		fail(errno, "chdir %s", pl->root);
@@ -520,15 +603,36 @@ static void do_mounts(struct plan *pl)
 		fail(errno, "detach old root");
 }
 
+// do_mounts builds the new root from the mount records and pivots into it
+// (the mount step).
+static void do_mounts(struct plan *pl)
+{
+	step = PSYCH_STEP_MOUNT;
+	mount_root(pl);
+	for (size_t i = 0; i < pl->nmnt; i++) {
+		char *path = under(pl->root, pl->mnts[i].target);
+		mount_one(path, &pl->mnts[i]);
+		free(path);
+	}
+	pivot(pl);
+}
+
 // ---- privileges ----
+
+// drop_bounding empties the bounding set (the caps step); a cap the
+// kernel does not know (EINVAL) or that the process may not drop (EPERM,
+// no CAP_SETPCAP: the attestation shows what is left) is passed over.
+static void drop_bounding(void)
+{
+	step = PSYCH_STEP_CAPS;
+	for (int c = 0; c <= 63; c++)
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL && errno != EPERM)
+			fail(errno, "drop bounding cap %d", c);
+}
 
 static void drop_caps(void)
 {
-	step = PSYCH_STEP_CAPS;
-	for (int c = 0; c <= 63; c++) {
-		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL && errno != EPERM)
-			fail(errno, "drop bounding cap %d", c);
-	}
+	drop_bounding();
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
 		fail(errno, "clear ambient caps");
 	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
@@ -672,9 +776,10 @@ static int lower(pid_t child)
 	return 0;
 }
 
-__attribute__((noreturn)) static void init(struct plan *pl)
+// ready sends READY, with a NETLINK_ROUTE socket of the run's network
+// namespace when it made one (the init step).
+static void ready(struct plan *pl)
 {
-	pdeathsig();
 	step = PSYCH_STEP_INIT;
 	int nl = -1;
 	if (pl->flags & CLONE_NEWNET) {
@@ -685,16 +790,23 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 	sendmsg_fd(PSYCH_SYNC_READY, 0, 0, NULL, nl);
 	if (nl >= 0)
 		close(nl);
+}
 
-	// From here to the go-ahead the init works while the host checks the
-	// network namespace: no line of the program runs before GO.
-	if (pl->nmnt)
-		do_mounts(pl);
+// set_hostname sets the hostname of the run's UTS namespace and enters the
+// working directory (the hostname step).
+static void set_hostname(struct plan *pl)
+{
 	step = PSYCH_STEP_HOSTNAME;
 	if (pl->hostname && (pl->flags & CLONE_NEWUTS) && sethostname(pl->hostname, strlen(pl->hostname)) < 0)
 		fail(errno, "sethostname");
 	if (pl->cwd && chdir(pl->cwd) < 0)
 		fail(errno, "chdir %s", pl->cwd);
+}
+
+// set_rlimits lowers the init's rlimits to the plan's, which the
+// interpreter inherits (the rlimits step).
+static void set_rlimits(struct plan *pl)
+{
 	step = PSYCH_STEP_RLIMITS;
 	for (size_t i = 0; i < pl->nrlim; i++) {
 		struct rlimit cur, want = {pl->rlims[i].soft, pl->rlims[i].hard};
@@ -707,17 +819,26 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 		if (setrlimit(pl->rlims[i].resource, &want) < 0)
 			fail(errno, "setrlimit %u", pl->rlims[i].resource);
 	}
+}
+
+// close_fds closes every descriptor from the plan's up: the trees, and
+// whatever else was inherited (the fds step).
+static void close_fds(void)
+{
 	step = PSYCH_STEP_FDS;
 	if (syscall(SYS_close_range, PSYCH_FD_PLAN, ~0U, 0) < 0)
 		fail(errno, "close_range");
+}
+
+// drop_ids takes the run's inner ids and checks that uid 0 is gone (the ids
+// step).
+static void drop_ids(struct plan *pl)
+{
 	step = PSYCH_STEP_IDS;
 	if (pl->rootns) {
 		// Still root (namespaces without a user namespace): the bounding
 		// set goes while the privilege to drop it is there.
-		step = PSYCH_STEP_CAPS;
-		for (int c = 0; c <= 63; c++)
-			if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL && errno != EPERM)
-				fail(errno, "drop bounding cap %d", c);
+		drop_bounding();
 		step = PSYCH_STEP_IDS;
 		if (setgroups(0, NULL) < 0)
 			fail(errno, "setgroups");
@@ -728,22 +849,58 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 		fail(errno, "setresuid %u", pl->inner_uid);
 	if (getuid() == 0 || geteuid() == 0)
 		fail(EPERM, "still uid 0 after the drop");
-	// A uid change resets both.
-	pdeathsig();
-	nondumpable();
-	drop_caps();
-	load_landlock(pl);
-	await(PSYCH_SYNC_GO);
-	load_seccomp(pl);
+}
 
+// child_fds gives the interpreter its descriptors: in a container, stdin
+// from /dev/null (the engine's is not the program's); else the program's
+// channel as fd 3. -1 with errno on failure.
+static int child_fds(void)
+{
+	if (container) {
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (null < 0 || dup2(null, 0) < 0)
+			return -1;
+		close(null);
+		return 0;
+	}
+	if (dup2(PSYCH_FD_WIRE, PSYCH_FD_SYNC) < 0)
+		return -1;
+	close(PSYCH_FD_WIRE);
+	return 0;
+}
+
+// exec_child runs in the forked interpreter: default signals, an empty
+// mask, no sync socket, its descriptors, then execve. A failure's errno
+// goes to the init over ep.
+__attribute__((noreturn)) static void exec_child(struct plan *pl, int ep)
+{
+	for (int s = 1; s < NSIG; s++)
+		signal(s, SIG_DFL);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	close(PSYCH_FD_SYNC);
+	if (child_fds() == 0)
+		execve(pl->exe, pl->argv, pl->envp);
+	int e = errno;
+	while (write(ep, &e, sizeof e) < 0 && errno == EINTR)
+		;
+	_exit(127);
+}
+
+// spawn forks and execs the interpreter and reports EXEC with its pid (the
+// exec step); *sfd is a signalfd for SIGCHLD, which stays blocked. Only
+// the sync socket and the signalfd stay open in the init.
+static pid_t spawn(struct plan *pl, int *sfd)
+{
 	step = PSYCH_STEP_EXEC;
 	sigset_t chld, old;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	if (sigprocmask(SIG_BLOCK, &chld, &old) < 0)
 		fail(errno, "block SIGCHLD");
-	int sfd = signalfd(-1, &chld, SFD_CLOEXEC);
-	if (sfd < 0)
+	*sfd = signalfd(-1, &chld, SFD_CLOEXEC);
+	if (*sfd < 0)
 		fail(errno, "signalfd");
 	int ep[2];
 	if (pipe2(ep, O_CLOEXEC) < 0)
@@ -751,32 +908,10 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 	pid_t child = fork();
 	if (child < 0)
 		fail(errno, "fork interpreter");
-	if (child == 0) {
-		for (int s = 1; s < NSIG; s++)
-			signal(s, SIG_DFL);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		close(PSYCH_FD_SYNC);
-		if (container) {
-			// The engine's stdin is not the program's: /dev/null is.
-			int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-			if (null < 0 || dup2(null, 0) < 0)
-				goto out;
-			close(null);
-		} else {
-			if (dup2(PSYCH_FD_WIRE, PSYCH_FD_SYNC) < 0) // the program's channel is fd 3
-				goto out;
-			close(PSYCH_FD_WIRE);
-		}
-		execve(pl->exe, pl->argv, pl->envp);
-	out:;
-		int e = errno;
-		while (write(ep[1], &e, sizeof e) < 0 && errno == EINTR)
-			;
-		_exit(127);
-	}
+	if (child == 0)
+		exec_child(pl, ep[1]);
 	close(ep[1]);
+	// EOF on the close-on-exec pipe: the exec succeeded.
 	int e = 0;
 	ssize_t n;
 	do
@@ -788,13 +923,19 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 	}
 	close(ep[0]);
 	say(PSYCH_SYNC_EXEC, child);
-	// Only the sync socket and the signalfd stay open in the init.
 	close(0);
 	close(1);
 	close(2);
 	if (!container) // in a container fd 4 was never the wire: it may be sfd
 		close(PSYCH_FD_WIRE);
+	return child;
+}
 
+// reap serves the host (LOWER) and reaps every child as pid 1 until the
+// interpreter exits, reports its EXIT and exits with it; the host's EOF
+// ends it at once.
+__attribute__((noreturn)) static void reap(pid_t child, int sfd)
+{
 	struct pollfd pf[2] = {{.fd = PSYCH_FD_SYNC, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
 	for (;;) {
 		if (poll(pf, 2, -1) < 0) {
@@ -806,25 +947,51 @@ __attribute__((noreturn)) static void init(struct plan *pl)
 			_exit(PSYCH_EXIT_HOST_GONE); // the host closed or died
 		if (pf[1].revents & (POLLNVAL | POLLERR))
 			_exit(PSYCH_EXIT_SETUP); // never spin on a broken signalfd
-		if (pf[1].revents) {
-			struct signalfd_siginfo si;
-			while (read(sfd, &si, sizeof si) < 0 && errno == EINTR)
-				;
-			for (;;) {
-				int st;
-				pid_t p = waitpid(-1, &st, WNOHANG);
-				if (p <= 0)
-					break;
-				if (p == child) {
-					say(PSYCH_SYNC_EXIT, st);
-					// A container's exit code is all an engine reports.
-					if (container)
-						_exit(WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st));
-					_exit(0);
-				}
+		if (!pf[1].revents)
+			continue;
+		struct signalfd_siginfo si;
+		while (read(sfd, &si, sizeof si) < 0 && errno == EINTR)
+			;
+		for (;;) {
+			int st;
+			pid_t p = waitpid(-1, &st, WNOHANG);
+			if (p <= 0)
+				break;
+			if (p == child) {
+				say(PSYCH_SYNC_EXIT, st);
+				// A container's exit code is all an engine reports.
+				if (container)
+					_exit(WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st));
+				_exit(0);
 			}
 		}
 	}
+}
+
+// init is C, the run's pid 1: one function per step, each setting the
+// step a failure names (nsexec.h).
+__attribute__((noreturn)) static void init(struct plan *pl)
+{
+	pdeathsig();
+	ready(pl);
+	// From here to the go-ahead the init works while the host checks the
+	// network namespace: no line of the program runs before GO.
+	if (pl->nmnt)
+		do_mounts(pl);
+	set_hostname(pl);
+	set_rlimits(pl);
+	close_fds();
+	drop_ids(pl);
+	// A uid change resets both.
+	pdeathsig();
+	nondumpable();
+	drop_caps();
+	load_landlock(pl);
+	await(PSYCH_SYNC_GO);
+	load_seccomp(pl);
+	int sfd;
+	pid_t child = spawn(pl, &sfd);
+	reap(child, sfd);
 }
 
 // ---- P: the first process ----
@@ -914,10 +1081,7 @@ __attribute__((noreturn)) static void run(void)
 		// bounding set goes first, while the privilege to drop it is there.
 		// (A root without CAP_SETPCAP keeps it: the attestation shows it.)
 		if (!(pl.flags & CLONE_NEWUSER)) {
-			step = PSYCH_STEP_CAPS;
-			for (int c = 0; c <= 63; c++)
-				if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL && errno != EPERM)
-					fail(errno, "drop bounding cap %d", c);
+			drop_bounding();
 			step = PSYCH_STEP_IDS;
 		}
 		// Where setgroups is denied (a user namespace), having none is enough.

@@ -328,15 +328,9 @@ func checkScratch(prog []insn) error {
 }
 
 // run executes a checked program against d and returns its return value.
+// The machine's registers stay in run's locals; alu and jump compute.
 func run(prog []insn, d *Data) uint32 {
-	var raw [dataSize]byte
-	binary.NativeEndian.PutUint32(raw[0:], uint32(d.Nr))
-	binary.NativeEndian.PutUint32(raw[4:], d.Arch)
-	binary.NativeEndian.PutUint64(raw[8:], d.InstructionPointer)
-	for i, a := range d.Args {
-		binary.NativeEndian.PutUint64(raw[16+8*i:], a)
-	}
-
+	raw := seccompData(d)
 	var (
 		a, x uint32
 		mem  [bpfMemWords]uint32
@@ -373,56 +367,12 @@ func run(prog []insn, d *Data) uint32 {
 		case bpfSTX:
 			mem[in.k] = x
 		case bpfALU:
-			switch in.code & 0xf0 {
-			case bpfADD:
-				a += operand
-			case bpfSUB:
-				a -= operand
-			case bpfMUL:
-				a *= operand
-			case bpfDIV:
-				if operand == 0 {
-					return 0 // the kernel ends the program with 0
-				}
-				a /= operand
-			case bpfMOD:
-				if operand == 0 {
-					return 0
-				}
-				a %= operand
-			case bpfOR:
-				a |= operand
-			case bpfAND:
-				a &= operand
-			case bpfXOR:
-				a ^= operand
-			case bpfLSH:
-				a <<= operand & 31
-			case bpfRSH:
-				a >>= operand & 31
-			case bpfNEG:
-				a = -a
+			var ok bool
+			if a, ok = alu(in.code, a, operand); !ok {
+				return 0 // a division by zero: the kernel ends the program with 0
 			}
 		case bpfJMP:
-			var cond bool
-			switch in.code & 0xf0 {
-			case bpfJA:
-				pc += int(in.k)
-				continue
-			case bpfJEQ:
-				cond = a == operand
-			case bpfJGT:
-				cond = a > operand
-			case bpfJGE:
-				cond = a >= operand
-			case bpfJSET:
-				cond = a&operand != 0
-			}
-			if cond {
-				pc += int(in.jt)
-			} else {
-				pc += int(in.jf)
-			}
+			pc += jumpBy(in, a, operand)
 		case bpfRET:
 			if in.code&0x18 == bpfA {
 				return a
@@ -436,4 +386,74 @@ func run(prog []insn, d *Data) uint32 {
 			}
 		}
 	}
+}
+
+// seccompData lays d out as the kernel's struct seccomp_data.
+func seccompData(d *Data) [dataSize]byte {
+	var raw [dataSize]byte
+	binary.NativeEndian.PutUint32(raw[0:], uint32(d.Nr))
+	binary.NativeEndian.PutUint32(raw[4:], d.Arch)
+	binary.NativeEndian.PutUint64(raw[8:], d.InstructionPointer)
+	for i, a := range d.Args {
+		binary.NativeEndian.PutUint64(raw[16+8*i:], a)
+	}
+	return raw
+}
+
+// alu returns the accumulator a after the arithmetic instruction code with
+// operand; false is a division by zero, which ends the program.
+func alu(code uint16, a, operand uint32) (uint32, bool) {
+	switch code & 0xf0 {
+	case bpfADD:
+		a += operand
+	case bpfSUB:
+		a -= operand
+	case bpfMUL:
+		a *= operand
+	case bpfDIV:
+		if operand == 0 {
+			return 0, false
+		}
+		a /= operand
+	case bpfMOD:
+		if operand == 0 {
+			return 0, false
+		}
+		a %= operand
+	case bpfOR:
+		a |= operand
+	case bpfAND:
+		a &= operand
+	case bpfXOR:
+		a ^= operand
+	case bpfLSH:
+		a <<= operand & 31
+	case bpfRSH:
+		a >>= operand & 31
+	case bpfNEG:
+		a = -a
+	}
+	return a, true
+}
+
+// jumpBy returns how many instructions the jump in skips past the next one,
+// given the accumulator a and its operand.
+func jumpBy(in insn, a, operand uint32) int {
+	var cond bool
+	switch in.code & 0xf0 {
+	case bpfJA:
+		return int(in.k)
+	case bpfJEQ:
+		cond = a == operand
+	case bpfJGT:
+		cond = a > operand
+	case bpfJGE:
+		cond = a >= operand
+	case bpfJSET:
+		cond = a&operand != 0
+	}
+	if cond {
+		return int(in.jt)
+	}
+	return int(in.jf)
 }

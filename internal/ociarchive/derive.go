@@ -2,8 +2,6 @@ package ociarchive
 
 import (
 	"archive/tar"
-	"compress/gzip"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	digest "github.com/opencontainers/go-digest"
-	specs "github.com/opencontainers/image-spec/specs-go"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -71,8 +68,40 @@ func Derive(w io.Writer, base, root, tmpDir string, d Derivation) (Image, error)
 	if d.Created.IsZero() {
 		d.Created = time.Now().UTC()
 	}
+	index, man, cfg, err := readBase(base)
+	if err != nil {
+		return img, err
+	}
+	layer, err := stageLayer(root, tmpDir, nil)
+	if err != nil {
+		return img, err
+	}
+	defer layer.remove()
+	img.Layer, img.DiffID = layer.digest, layer.diffID
+	d.apply(&cfg, img.DiffID)
+	layers := append(slices.Clone(man.Layers), layer.descriptor())
+	files, err := describe(&img, cfg, layers, index, d.Ref)
+	if err != nil {
+		return img, err
+	}
+	a := newArchive(w, d.Created)
+	if err := a.begin(files); err != nil {
+		return img, err
+	}
+	if err := a.copyLayers(base, man.Layers, d.Thin); err != nil {
+		return img, err
+	}
+	if err := a.putLayer(layer); err != nil {
+		return img, err
+	}
+	return img, a.tw.Close()
+}
+
+// readBase reads the base archive's index, its one manifest and its
+// config.
+func readBase(base string) (index v1.Index, man v1.Manifest, cfg derivedImage, err error) {
 	small := map[string][]byte{} // the archive's JSON files and small blobs
-	err := eachEntry(base, func(h *tar.Header, r io.Reader) error {
+	err = eachEntry(base, func(h *tar.Header, r io.Reader) error {
 		if h.Size < 1<<20 {
 			b, err := io.ReadAll(r)
 			small[h.Name] = b
@@ -81,41 +110,23 @@ func Derive(w io.Writer, base, root, tmpDir string, d Derivation) (Image, error)
 		return nil
 	})
 	if err != nil {
-		return img, err
+		return index, man, cfg, err
 	}
-	var index v1.Index
 	if err := json.Unmarshal(small["index.json"], &index); err != nil || len(index.Manifests) != 1 {
-		return img, fmt.Errorf("base %s: want an index of one manifest (%v): %w", base, err, ErrInvalid)
+		return index, man, cfg, fmt.Errorf("base %s: want an index of one manifest (%v): %w", base, err, ErrInvalid)
 	}
-	var man v1.Manifest
 	if err := json.Unmarshal(small[blobPath(index.Manifests[0].Digest)], &man); err != nil {
-		return img, fmt.Errorf("base %s: manifest: %v: %w", base, err, ErrInvalid)
+		return index, man, cfg, fmt.Errorf("base %s: manifest: %v: %w", base, err, ErrInvalid)
 	}
-	var cfg derivedImage
 	if err := json.Unmarshal(small[blobPath(man.Config.Digest)], &cfg); err != nil {
-		return img, fmt.Errorf("base %s: config: %v: %w", base, err, ErrInvalid)
+		return index, man, cfg, fmt.Errorf("base %s: config: %v: %w", base, err, ErrInvalid)
 	}
+	return index, man, cfg, nil
+}
 
-	layer, err := os.CreateTemp(tmpDir, "psych-layer-*.tar.gz")
-	if err != nil {
-		return img, fmt.Errorf("stage layer: %w", err)
-	}
-	defer os.Remove(layer.Name())
-	defer layer.Close()
-	compressed, uncompressed := sha256.New(), sha256.New()
-	zw, _ := gzip.NewWriterLevel(io.MultiWriter(layer, compressed), gzip.BestSpeed)
-	if err := writeTree(io.MultiWriter(zw, uncompressed), root, nil); err != nil {
-		return img, err
-	}
-	if err := zw.Close(); err != nil {
-		return img, fmt.Errorf("compress layer: %w", err)
-	}
-	layerSize, err := layer.Seek(0, io.SeekCurrent)
-	if err != nil {
-		return img, err
-	}
-	img.Layer, img.DiffID = sum(compressed), sum(uncompressed)
-
+// apply makes d's changes to the base's config cfg, whose new top layer's
+// uncompressed digest is diffID.
+func (d *Derivation) apply(cfg *derivedImage, diffID digest.Digest) {
 	c := &cfg.Config
 	for _, kv := range d.Env {
 		k, _, _ := strings.Cut(kv, "=")
@@ -138,98 +149,31 @@ func Derive(w io.Writer, base, root, tmpDir string, d Derivation) (Image, error)
 		c.Healthcheck = &dockerHealth{Test: d.Healthcheck, Interval: d.HealthInterval}
 	}
 	cfg.Created = &d.Created
-	cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, img.DiffID)
+	cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, diffID)
 	cfg.History = append(cfg.History, v1.History{Created: &d.Created, CreatedBy: "psych ociarchive derive"})
-	cfgJSON, err := json.Marshal(cfg)
-	if err != nil {
-		return img, err
-	}
-	img.Config = digest.FromBytes(cfgJSON)
-	layers := append(slices.Clone(man.Layers), v1.Descriptor{MediaType: v1.MediaTypeImageLayerGzip, Digest: img.Layer, Size: layerSize})
-	newMan := v1.Manifest{
-		Versioned: specs.Versioned{SchemaVersion: 2},
-		MediaType: v1.MediaTypeImageManifest,
-		Config:    v1.Descriptor{MediaType: v1.MediaTypeImageConfig, Digest: img.Config, Size: int64(len(cfgJSON))},
-		Layers:    layers,
-	}
-	manJSON, err := json.Marshal(newMan)
-	if err != nil {
-		return img, err
-	}
-	img.Manifest = digest.FromBytes(manJSON)
-	desc := index.Manifests[0]
-	desc.Digest, desc.Size = img.Manifest, int64(len(manJSON))
-	desc.Annotations = map[string]string{"io.containerd.image.name": d.Ref, v1.AnnotationRefName: d.Ref}
-	index.Manifests = []v1.Descriptor{desc}
-	indexJSON, err := json.Marshal(index)
-	if err != nil {
-		return img, err
-	}
-	var layerPaths []string
-	for _, l := range layers {
-		layerPaths = append(layerPaths, blobPath(l.Digest))
-	}
-	dockerJSON, err := json.Marshal([]struct {
-		Config   string
-		RepoTags []string
-		Layers   []string
-	}{{blobPath(img.Config), []string{d.Ref}, layerPaths}})
-	if err != nil {
-		return img, err
-	}
+}
 
-	tw := tar.NewWriter(w)
-	put := func(name string, size int64, r io.Reader) error {
-		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: size, ModTime: d.Created}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		_, err := io.CopyN(tw, r, size)
-		return err
-	}
-	for _, dir := range []string{"blobs/", "blobs/sha256/"} {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir, Mode: 0o755, ModTime: d.Created}); err != nil {
-			return img, err
-		}
-	}
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{
-		{v1.ImageLayoutFile, []byte(`{"imageLayoutVersion":"` + v1.ImageLayoutVersion + `"}`)},
-		{"index.json", indexJSON},
-		{"manifest.json", dockerJSON},
-		{blobPath(img.Config), cfgJSON},
-		{blobPath(img.Manifest), manJSON},
-	} {
-		if err := put(f.name, int64(len(f.data)), strings.NewReader(string(f.data))); err != nil {
-			return img, err
-		}
-	}
+// copyLayers copies the base's layers from its archive (thin: none, but
+// the base must hold them all otherwise).
+func (a *archive) copyLayers(base string, layers []v1.Descriptor, thin bool) error {
 	want := map[string]bool{}
-	for _, l := range man.Layers {
-		want[blobPath(l.Digest)] = !d.Thin
+	for _, l := range layers {
+		want[blobPath(l.Digest)] = !thin
 	}
-	err = eachEntry(base, func(h *tar.Header, r io.Reader) error {
+	err := eachEntry(base, func(h *tar.Header, r io.Reader) error {
 		if !want[h.Name] {
 			return nil // not a layer, or a thin archive's
 		}
 		delete(want, h.Name)
-		return put(h.Name, h.Size, r)
+		return a.put(h.Name, h.Size, r)
 	})
 	if err != nil {
-		return img, err
+		return err
 	}
-	if len(want) > 0 && !d.Thin {
-		return img, fmt.Errorf("base %s lacks layers %v: %w", base, want, ErrInvalid)
+	if len(want) > 0 && !thin {
+		return fmt.Errorf("base %s lacks layers %v: %w", base, want, ErrInvalid)
 	}
-	if _, err := layer.Seek(0, io.SeekStart); err != nil {
-		return img, err
-	}
-	if err := put(blobPath(img.Layer), layerSize, layer); err != nil {
-		return img, fmt.Errorf("write layer: %w", err)
-	}
-	return img, tw.Close()
+	return nil
 }
 
 // eachEntry calls fn for each regular file of the tar archive at path.

@@ -14,6 +14,7 @@ package ociarchive
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
@@ -75,114 +76,185 @@ func Write(w io.Writer, root, tmpDir string, o Options) (Image, error) {
 	if o.Created.IsZero() {
 		o.Created = time.Now().UTC()
 	}
-	layer, err := os.CreateTemp(tmpDir, "psych-layer-*.tar.gz")
-	if err != nil {
-		return img, fmt.Errorf("stage layer: %w", err)
-	}
-	defer os.Remove(layer.Name())
-	defer layer.Close()
-	compressed, uncompressed := sha256.New(), sha256.New()
-	zw, _ := gzip.NewWriterLevel(io.MultiWriter(layer, compressed), gzip.BestSpeed)
-	if err := writeTree(io.MultiWriter(zw, uncompressed), root, o.Empty); err != nil {
-		return img, err
-	}
-	if err := zw.Close(); err != nil {
-		return img, fmt.Errorf("compress layer: %w", err)
-	}
-	layerSize, err := layer.Seek(0, io.SeekCurrent)
+	layer, err := stageLayer(root, tmpDir, o.Empty)
 	if err != nil {
 		return img, err
 	}
-	img.Layer, img.DiffID = sum(compressed), sum(uncompressed)
-
-	arch := runtime.GOARCH
+	defer layer.remove()
+	img.Layer, img.DiffID = layer.digest, layer.diffID
+	platform := v1.Platform{Architecture: runtime.GOARCH, OS: "linux"}
 	cfg := v1.Image{
 		Created:  &o.Created,
-		Platform: v1.Platform{Architecture: arch, OS: "linux"},
+		Platform: platform,
 		Config:   v1.ImageConfig{Env: o.Env, Cmd: o.Cmd, Labels: o.Labels},
 		RootFS:   v1.RootFS{Type: "layers", DiffIDs: []digest.Digest{img.DiffID}},
 		History:  []v1.History{{Created: &o.Created, CreatedBy: "psych ociarchive"}},
 	}
-	cfgJSON, err := json.Marshal(cfg)
+	index := v1.Index{
+		Versioned: specs.Versioned{SchemaVersion: 2},
+		MediaType: v1.MediaTypeImageIndex,
+		Manifests: []v1.Descriptor{{MediaType: v1.MediaTypeImageManifest, Platform: &platform}},
+	}
+	files, err := describe(&img, cfg, []v1.Descriptor{layer.descriptor()}, index, o.Ref)
 	if err != nil {
 		return img, err
+	}
+	a := newArchive(w, o.Created)
+	if err := a.begin(files); err != nil {
+		return img, err
+	}
+	if err := a.putLayer(layer); err != nil {
+		return img, err
+	}
+	return img, a.tw.Close()
+}
+
+// stagedLayer is root's tree as a gzipped layer tar in a temporary file,
+// with its digests and size.
+type stagedLayer struct {
+	f              *os.File
+	size           int64
+	digest, diffID digest.Digest
+}
+
+// stageLayer writes root's tree (empty's directories without their
+// content) as a compressed layer to a temporary file under tmpDir.
+func stageLayer(root, tmpDir string, empty []string) (_ *stagedLayer, retErr error) {
+	f, err := os.CreateTemp(tmpDir, "psych-layer-*.tar.gz")
+	if err != nil {
+		return nil, fmt.Errorf("stage layer: %w", err)
+	}
+	l := &stagedLayer{f: f}
+	defer func() {
+		if retErr != nil {
+			l.remove()
+		}
+	}()
+	compressed, uncompressed := sha256.New(), sha256.New()
+	zw, _ := gzip.NewWriterLevel(io.MultiWriter(f, compressed), gzip.BestSpeed)
+	if err := writeTree(io.MultiWriter(zw, uncompressed), root, empty); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("compress layer: %w", err)
+	}
+	if l.size, err = f.Seek(0, io.SeekCurrent); err != nil {
+		return nil, err
+	}
+	l.digest, l.diffID = sum(compressed), sum(uncompressed)
+	return l, nil
+}
+
+// remove closes and removes the staged file.
+func (l *stagedLayer) remove() {
+	l.f.Close()
+	os.Remove(l.f.Name())
+}
+
+func (l *stagedLayer) descriptor() v1.Descriptor {
+	return v1.Descriptor{MediaType: v1.MediaTypeImageLayerGzip, Digest: l.digest, Size: l.size}
+}
+
+// file is one small file of an archive.
+type file struct {
+	name string
+	data []byte
+}
+
+// describe sets img's Config and Manifest for cfg and layers, and returns
+// the archive's small files: oci-layout, index.json (index, whose one
+// manifest descriptor is filled in and named ref), docker's manifest.json
+// and the config and manifest blobs.
+func describe(img *Image, cfg any, layers []v1.Descriptor, index v1.Index, ref string) ([]file, error) {
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
 	}
 	img.Config = digest.FromBytes(cfgJSON)
 	man := v1.Manifest{
 		Versioned: specs.Versioned{SchemaVersion: 2},
 		MediaType: v1.MediaTypeImageManifest,
 		Config:    v1.Descriptor{MediaType: v1.MediaTypeImageConfig, Digest: img.Config, Size: int64(len(cfgJSON))},
-		Layers:    []v1.Descriptor{{MediaType: v1.MediaTypeImageLayerGzip, Digest: img.Layer, Size: layerSize}},
+		Layers:    layers,
 	}
 	manJSON, err := json.Marshal(man)
 	if err != nil {
-		return img, err
+		return nil, err
 	}
 	img.Manifest = digest.FromBytes(manJSON)
-	index := v1.Index{
-		Versioned: specs.Versioned{SchemaVersion: 2},
-		MediaType: v1.MediaTypeImageIndex,
-		Manifests: []v1.Descriptor{{
-			MediaType: v1.MediaTypeImageManifest, Digest: img.Manifest, Size: int64(len(manJSON)),
-			Platform: &v1.Platform{Architecture: arch, OS: "linux"},
-			Annotations: map[string]string{
-				"io.containerd.image.name": o.Ref,
-				v1.AnnotationRefName:       o.Ref,
-			},
-		}},
-	}
+	desc := index.Manifests[0]
+	desc.Digest, desc.Size = img.Manifest, int64(len(manJSON))
+	desc.Annotations = map[string]string{"io.containerd.image.name": ref, v1.AnnotationRefName: ref}
+	index.Manifests = []v1.Descriptor{desc}
 	indexJSON, err := json.Marshal(index)
 	if err != nil {
-		return img, err
+		return nil, err
+	}
+	var layerPaths []string
+	for _, l := range layers {
+		layerPaths = append(layerPaths, blobPath(l.Digest))
 	}
 	dockerJSON, err := json.Marshal([]struct {
 		Config   string
 		RepoTags []string
 		Layers   []string
-	}{{blobPath(img.Config), []string{o.Ref}, []string{blobPath(img.Layer)}}})
+	}{{blobPath(img.Config), []string{ref}, layerPaths}})
 	if err != nil {
-		return img, err
+		return nil, err
 	}
-
-	tw := tar.NewWriter(w)
-	files := []struct {
-		name string
-		data []byte
-	}{
+	return []file{
 		{v1.ImageLayoutFile, []byte(`{"imageLayoutVersion":"` + v1.ImageLayoutVersion + `"}`)},
 		{"index.json", indexJSON},
 		{"manifest.json", dockerJSON},
 		{blobPath(img.Config), cfgJSON},
 		{blobPath(img.Manifest), manJSON},
-	}
+	}, nil
+}
+
+// archive is the image archive being written: every entry dated created.
+type archive struct {
+	tw      *tar.Writer
+	created time.Time
+}
+
+func newArchive(w io.Writer, created time.Time) *archive {
+	return &archive{tw: tar.NewWriter(w), created: created}
+}
+
+// begin writes the blob directories and the small files.
+func (a *archive) begin(files []file) error {
 	for _, dir := range []string{"blobs/", "blobs/sha256/"} {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir, Mode: 0o755, ModTime: o.Created}); err != nil {
-			return img, err
+		if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir, Mode: 0o755, ModTime: a.created}); err != nil {
+			return err
 		}
 	}
 	for _, f := range files {
-		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: o.Created}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return img, err
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return img, err
+		if err := a.put(f.name, int64(len(f.data)), bytes.NewReader(f.data)); err != nil {
+			return err
 		}
 	}
-	if _, err := layer.Seek(0, io.SeekStart); err != nil {
-		return img, err
+	return nil
+}
+
+// put writes one regular file of size bytes read from r.
+func (a *archive) put(name string, size int64, r io.Reader) error {
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: size, ModTime: a.created}
+	if err := a.tw.WriteHeader(hdr); err != nil {
+		return err
 	}
-	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: blobPath(img.Layer), Mode: 0o644, Size: layerSize, ModTime: o.Created}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return img, err
+	_, err := io.CopyN(a.tw, r, size)
+	return err
+}
+
+// putLayer writes the staged layer as its blob.
+func (a *archive) putLayer(l *stagedLayer) error {
+	if _, err := l.f.Seek(0, io.SeekStart); err != nil {
+		return err
 	}
-	if _, err := io.Copy(tw, layer); err != nil {
-		return img, fmt.Errorf("write layer: %w", err)
+	if err := a.put(blobPath(l.digest), l.size, l.f); err != nil {
+		return fmt.Errorf("write layer: %w", err)
 	}
-	if err := tw.Close(); err != nil {
-		return img, err
-	}
-	return img, nil
+	return nil
 }
 
 func sum(h hash.Hash) digest.Digest {

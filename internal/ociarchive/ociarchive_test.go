@@ -113,3 +113,47 @@ func TestWrite(t *testing.T) {
 		t.Errorf("no ref: %v", err)
 	}
 }
+
+// failWriter fails every write.
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("no room") }
+
+// TestStagedLayerRemoved: the layer staged under tmpDir is gone once Write
+// or Derive returns, whether it succeeded, the archive's writer failed, or
+// the staging itself did.
+func TestStagedLayerRemoved(t *testing.T) {
+	root, tmp := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	left := func(what string) {
+		t.Helper()
+		if ents, err := os.ReadDir(tmp); err != nil || len(ents) != 0 {
+			t.Errorf("%s: %d entries left in tmpDir (%v)", what, len(ents), err)
+		}
+	}
+	o := Options{Ref: "localhost/staged:1"}
+	base := filepath.Join(t.TempDir(), "base.tar")
+	f, err := os.Create(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Write(f, root, tmp, o); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	left("Write")
+	if _, err := Write(failWriter{}, root, tmp, o); err == nil {
+		t.Error("Write to a failing writer succeeded")
+	}
+	left("Write to a failing writer")
+	if _, err := Derive(failWriter{}, base, root, tmp, Derivation{Ref: "localhost/derived:1"}); err == nil {
+		t.Error("Derive to a failing writer succeeded")
+	}
+	left("Derive to a failing writer")
+	if _, err := stageLayer(filepath.Join(root, "missing"), tmp, nil); err == nil {
+		t.Error("staging a missing root succeeded")
+	}
+	left("staging a missing root")
+}
