@@ -55,8 +55,10 @@ func TestCgroupCPUAcrossProcesses(t *testing.T) {
 	if res.Usage == nil || res.Usage.CPUSeconds < 2 || res.Usage.PeakProcesses < 5 {
 		t.Fatalf("usage %+v: want at least 2 s of CPU over 5 processes", res.Usage)
 	}
-	if res.Duration > scaled(6*time.Second) {
-		t.Errorf("ended after %v of wall time; four spinners reach 2 CPU-seconds far sooner than 4 × 2 s", res.Duration)
+	// Counted per process, the four spinners would burn 4 × 2 s before the
+	// first was stopped. CPU, not wall time: the bound holds at any load.
+	if res.Usage.CPUSeconds > 4 {
+		t.Errorf("the run used %.2f s of CPU; counted across its processes it ends near 2 s, not 4 × 2 s", res.Usage.CPUSeconds)
 	}
 }
 
