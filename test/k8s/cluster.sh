@@ -293,8 +293,13 @@ up() {
 		--kubeconfig="$KCFG" --authentication-kubeconfig="$KCFG" --authorization-kubeconfig="$KCFG" \
 		--bind-address=127.0.0.1 --secure-port=0 --leader-elect=false --profiling=false
 	wait "$imgs" || die "building or importing the images failed"
+	# --node-ip is the bridge's host address: the kubelet refuses a
+	# loopback one ("nodeIP can't be loopback address") and then reports
+	# no address at all, not even its Hostname, which the apiserver
+	# (--kubelet-preferred-address-types=Hostname: localhost, so
+	# 127.0.0.1, where the kubelet listens) needs for exec and logs.
 	start kubelet "$L/kubelet.log" "$BIN/kubelet" --config="$DATA/kubelet-config.yaml" \
-		--kubeconfig="$DATA/pki/kubelet.kubeconfig" --hostname-override=localhost --node-ip=127.0.0.1 \
+		--kubeconfig="$DATA/pki/kubelet.kubeconfig" --hostname-override=localhost --node-ip=$HOSTIP \
 		--root-dir="$DATA/kubelet" --cert-dir="$DATA/kubelet/pki"
 	wait_for "the node" 120 "$BIN/kubectl" --kubeconfig "$KCFG" get node localhost
 	kubectl wait --for=condition=Ready node/localhost --timeout=180s >/dev/null || die "the node is not Ready (logs: $L)"
