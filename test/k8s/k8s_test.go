@@ -545,13 +545,21 @@ func podCgroupsGone(t testing.TB, uid string) {
 
 // TestRollingRestart: kubectl rollout restart with runs in flight on both
 // pods: every run ends with its Result or a retryable error, none is lost;
-// the old pods' cgroups (every process of their runs) are gone after.
+// a run longer than the drain (--drain-timeout, 30 s) on each old pod ends
+// with the server's retryable draining error; the old pods' cgroups
+// (every process of their runs) are gone after.
 func TestRollingRestart(t *testing.T) {
 	deployed(t)
 	old := readyPods(t, 2)
 	var uids []string
+	long := make(chan error, len(old))
 	for _, p := range old {
 		uids = append(uids, podUID(t, p.Name))
+		sb := p.client(t).Sandbox()
+		go func() {
+			_, err := sb.Run(context.Background(), sandbox.Request{Code: "import time\ntime.sleep(300)", Limits: sandbox.Limits{WallSeconds: 110}})
+			long <- err
+		}()
 	}
 	stop := make(chan struct{})
 	done := load(t, "import time\ntime.sleep(2)\n'done'", stop)
@@ -560,6 +568,17 @@ func TestRollingRestart(t *testing.T) {
 	mustKubectl(t, "-n", namespace, "rollout", "status", "deployment/psych", "--timeout="+testutil.Scaled(8*time.Minute).String())
 	close(stop)
 	outs := <-done
+	for range old {
+		select {
+		case err := <-long:
+			var e *api.Error
+			if !errors.As(err, &e) || e.Code != api.CodeDraining || !e.Retryable {
+				t.Errorf("a run past the old pod's drain ended with %v, want the server's retryable draining error", err)
+			}
+		case <-time.After(testutil.Scaled(2 * time.Minute)):
+			t.Fatal("a run past the old pod's drain never ended")
+		}
+	}
 	results, retried := check(t, outs)
 	t.Logf("rolling restart: %d runs, %d results, %d retryable refusals", len(outs), results, retried)
 	if results == 0 {
