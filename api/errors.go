@@ -14,11 +14,11 @@ const (
 	CodeConflict          = "conflict"           // 409: an id in use, a second answer
 	CodeTooLarge          = "too_large"          // 413: a body past the cap
 	CodeCapacityExhausted = "capacity_exhausted" // 429: runs and queue full; Retry-After
-	CodeDraining          = "draining"           // 503: the server is stopping; Retry-After
+	CodeDraining          = "draining"           // 503: the server is stopping (or its drain cut the run); Retry-After
 	CodeNotReady          = "not_ready"          // 503: the server is starting; Retry-After
 	CodeHostFault         = "host_fault"         // 500: the sandbox could not run it
 	// In a stream only (the error event):
-	CodeCancelled    = "cancelled"     // DELETE, the client went away, the drain ran out
+	CodeCancelled    = "cancelled"     // DELETE, the client went away
 	CodeSlowConsumer = "slow_consumer" // the client fell behind by more than the output cap
 )
 

@@ -73,9 +73,11 @@ func TestAdmission(t *testing.T) {
 
 // TestDrain: Shutdown with runs in flight: they finish with their
 // Results, new runs get 503 draining, /readyz 503, and the socket is
-// removed; a run past the drain timeout is cancelled (error{cancelled}).
+// removed; a run past the drain timeout ends with a retryable draining
+// error (a stream's error{draining}, or 503 with Retry-After), which a
+// client retries on another server.
 func TestDrain(t *testing.T) {
-	ts := newTestServer(t, serverOpts{cfg: func(c *Config) { c.DrainTimeout, c.MaxRuns = 3*time.Second, 3 }})
+	ts := newTestServer(t, serverOpts{cfg: func(c *Config) { c.DrainTimeout, c.MaxRuns = 3*time.Second, 4 }})
 	var wg sync.WaitGroup
 	codes := make([]int, 2)
 	for i := range codes {
@@ -91,7 +93,14 @@ func TestDrain(t *testing.T) {
 		defer wg.Done()
 		long = ts.events(t, "/v1/runs", `{"code":"import time\ntime.sleep(60)"}`, nil)
 	}()
-	tu.WaitFor(t, 10*time.Second, "three runs in flight", func() bool { n, _ := ts.adm.counts(); return n == 3 })
+	var cut *http.Response
+	var cutBody []byte
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		cut, cutBody = ts.do(t, "POST", "/v1/runs", "", `{"code":"import time\ntime.sleep(60)"}`)
+	}()
+	tu.WaitFor(t, 10*time.Second, "four runs in flight", func() bool { n, _ := ts.adm.counts(); return n == 4 })
 	done := make(chan error, 1)
 	go func() { done <- ts.Shutdown(context.Background()) }()
 	tu.WaitFor(t, 5*time.Second, "draining", ts.draining.Load)
@@ -109,8 +118,12 @@ func TestDrain(t *testing.T) {
 	if codes[0] != 200 || codes[1] != 200 {
 		t.Fatalf("runs in flight during the drain: %v, want 200", codes)
 	}
-	if last := long[len(long)-1]; last.Event.Event != api.EventError || last.Error.Code != api.CodeCancelled {
-		t.Fatalf("the run past the drain timeout ended with %+v, want error{cancelled}", last.Event)
+	if last := long[len(long)-1]; last.Event.Event != api.EventError || last.Error.Code != api.CodeDraining || !last.Error.Retryable {
+		t.Fatalf("the streamed run past the drain timeout ended with %+v, want error{draining, retryable}", last.Event)
+	}
+	wantError(t, cut, cutBody, http.StatusServiceUnavailable, api.CodeDraining)
+	if cut.Header.Get("Retry-After") == "" {
+		t.Error("the run past the drain timeout: 503 draining without Retry-After")
 	}
 	if _, err := os.Lstat(ts.sock); !os.IsNotExist(err) {
 		t.Fatalf("the socket is left after Shutdown: %v", err)

@@ -23,7 +23,7 @@ import (
 // Why a run's context was cancelled (its cause).
 var (
 	errDeleted      = errors.New("cancelled by DELETE")
-	errDrained      = errors.New("cancelled: the server's drain timeout ran out")
+	errDrained      = errors.New("the server's drain timeout ran out: retry the run on another server")
 	errSlowConsumer = errors.New("cancelled: the client fell behind its event stream")
 )
 
@@ -222,7 +222,8 @@ func (s *Server) end(ar *activeRun) {
 }
 
 // runContext is a run's context: it ends with the request (the client went
-// away), at cancel (DELETE, a slow consumer) and when the drain runs out.
+// away), at cancel (DELETE, a slow consumer) and when the drain runs out
+// (which ends the run with a retryable draining error).
 func (s *Server) runContext(r *http.Request) (context.Context, context.CancelCauseFunc, func() bool) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	stop := context.AfterFunc(s.stop, func() { cancel(errDrained) })
@@ -237,7 +238,12 @@ func endError(ctx context.Context, err error) *api.Error {
 		switch {
 		case errors.Is(cause, errSlowConsumer):
 			return &api.Error{Code: api.CodeSlowConsumer, Message: cause.Error()}
-		case errors.Is(cause, errDeleted), errors.Is(cause, errDrained):
+		case errors.Is(cause, errDrained):
+			// The server is going away, not the run's fault: retryable,
+			// as a refusal while draining is. It ran in part: its
+			// sandbox is gone, the calls it made were answered.
+			return &api.Error{Code: api.CodeDraining, Message: cause.Error(), Retryable: true, RetryAfter: 1}
+		case errors.Is(cause, errDeleted):
 			return &api.Error{Code: api.CodeCancelled, Message: cause.Error()}
 		}
 		return &api.Error{Code: api.CodeCancelled, Message: "cancelled: the client went away"}
@@ -346,7 +352,7 @@ func (s *Server) logRun(ar *activeRun, wait, dur time.Duration, res *sandbox.Res
 	switch {
 	case e != nil && e.Code == api.CodeSlowConsumer:
 		outcome = outcomeSlowConsumer
-	case e != nil && e.Code == api.CodeCancelled:
+	case e != nil && (e.Code == api.CodeCancelled || e.Code == api.CodeDraining): // DELETE, gone, the drain ran out
 		outcome = outcomeCancelled
 	case e != nil && e.Code == api.CodeHostFault:
 		outcome = outcomeHostFault

@@ -235,12 +235,18 @@ images() {
 
 up() {
 	[ ! -s "$RUN/pids" ] || die "a cluster is up (or a failed one is left): make k8s-down first"
-	command -v etcd >/dev/null || {
-		log "installing etcd-server"
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null || die "apt-get install etcd-server failed"
-	}
-	for c in containerd runc ctr openssl iptables; do command -v $c >/dev/null || die "$c is missing (scripts/engines.sh installs containerd and runc)"; done
-	[ -x /usr/lib/cni/bridge ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containernetworking-plugins >/dev/null
+	# What a fresh machine lacks, from Debian: etcd, the CNI plugins
+	# (bridge, host-local, loopback) and the tools this script runs.
+	local need=() c
+	command -v etcd >/dev/null || need+=(etcd-server)
+	[ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] && [ -x /usr/lib/cni/loopback ] || need+=(containernetworking-plugins)
+	for c in openssl iptables curl; do command -v $c >/dev/null || need+=($c); done
+	if [ ${#need[@]} -gt 0 ]; then
+		log "installing ${need[*]}"
+		apt-get update -qq >/dev/null 2>&1 || log "apt-get update reported errors (continuing)"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null || die "apt-get install ${need[*]} failed"
+	fi
+	for c in containerd runc ctr; do command -v $c >/dev/null || die "$c is missing (scripts/engines.sh installs containerd and runc: make test runs it)"; done
 	GO="$GO" K8S_VERSION=$K8S_VERSION K8S_CACHE=$K8S_CACHE "$repo/test/k8s/build.sh"
 	mkdir -p "$RUN/containerd" "$DATA/logs"
 	: >"$RUN/pids"
@@ -293,8 +299,13 @@ up() {
 		--kubeconfig="$KCFG" --authentication-kubeconfig="$KCFG" --authorization-kubeconfig="$KCFG" \
 		--bind-address=127.0.0.1 --secure-port=0 --leader-elect=false --profiling=false
 	wait "$imgs" || die "building or importing the images failed"
+	# --node-ip is the bridge's host address: the kubelet refuses a
+	# loopback one ("nodeIP can't be loopback address") and then reports
+	# no address at all, not even its Hostname, which the apiserver
+	# (--kubelet-preferred-address-types=Hostname: localhost, so
+	# 127.0.0.1, where the kubelet listens) needs for exec and logs.
 	start kubelet "$L/kubelet.log" "$BIN/kubelet" --config="$DATA/kubelet-config.yaml" \
-		--kubeconfig="$DATA/pki/kubelet.kubeconfig" --hostname-override=localhost --node-ip=127.0.0.1 \
+		--kubeconfig="$DATA/pki/kubelet.kubeconfig" --hostname-override=localhost --node-ip=$HOSTIP \
 		--root-dir="$DATA/kubelet" --cert-dir="$DATA/kubelet/pki"
 	wait_for "the node" 120 "$BIN/kubectl" --kubeconfig "$KCFG" get node localhost
 	kubectl wait --for=condition=Ready node/localhost --timeout=180s >/dev/null || die "the node is not Ready (logs: $L)"

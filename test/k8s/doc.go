@@ -1,7 +1,8 @@
 // Package k8s is psych serve's end-to-end test on a real Kubernetes cluster:
 // `make k8s-test` starts one on this machine (cluster.sh up: Kubernetes
 // built from its sources by build.sh, Debian's etcd, a containerd of the
-// lane's own), applies deploy/kubernetes, runs the tests of this package
+// lane's own), applies deploy/kubernetes (through overlay/, which raises
+// two caps for the contract cases), runs the tests of this package
 // (built with -tags k8s, so `go test ./...` never sees them) through each
 // pod's API over TCP with the token, and takes everything down again
 // (cluster.sh down), checking nothing of it is left (cluster.sh verify).

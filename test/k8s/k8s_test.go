@@ -71,7 +71,8 @@ func mustKubectl(t testing.TB, args ...string) []byte {
 }
 
 // deployed applies deploy/kubernetes once (the namespace, the token's
-// Secret, then the kustomize base) and waits for both pods to be Ready.
+// Secret, then the base through test/k8s/overlay, which raises two caps
+// for the contract cases) and waits for both pods to be Ready.
 func deployed(t testing.TB) {
 	t.Helper()
 	if os.Getenv("KUBECONFIG") == "" {
@@ -110,7 +111,8 @@ func deploy() error {
 		{"apply", "-f", filepath.Join(lane.repo, "deploy/kubernetes/namespace.yaml")},
 		{"-n", namespace, "delete", "secret", "psych-token", "--ignore-not-found"},
 		{"-n", namespace, "create", "secret", "generic", "psych-token", "--from-file=token=" + tok},
-		{"apply", "-k", filepath.Join(lane.repo, "deploy/kubernetes")},
+		// deploy/kubernetes with the contract suite's caps (overlay/).
+		{"apply", "-k", filepath.Join(lane.repo, "test/k8s/overlay")},
 		// A server reads its token at start: pods of an earlier apply
 		// restart onto this run's Secret (a first apply's are new anyway).
 		{"-n", namespace, "rollout", "restart", "deployment/psych"},
@@ -372,6 +374,45 @@ func TestNetworkDenied(t *testing.T) {
 	}
 }
 
+// TestPodNoRoute: from inside each pod (kubectl exec, through the
+// apiserver to the node's kubelet), the pod's network has no default
+// route, and a connection to an address off the machine (TEST-NET-1)
+// fails at once with ENETUNREACH: nothing a pod sends can leave the
+// machine. kubectl logs answers too (the server's JSON log).
+func TestPodNoRoute(t *testing.T) {
+	deployed(t)
+	const probe = "import errno, json, socket\n" +
+		"routes = [l.split()[:2] for l in open('/proc/net/route').read().splitlines()[1:] if l.strip()]\n" +
+		"s = socket.socket()\ns.settimeout(5)\n" +
+		"try:\n    s.connect(('192.0.2.1', 80))\n    out = 'connected'\n" +
+		"except OSError as e:\n    out = errno.errorcode.get(e.errno, str(e))\n" +
+		"print(json.dumps({'routes': routes, 'connect': out}))"
+	for _, p := range readyPods(t, 2) {
+		raw := mustKubectl(t, "-n", namespace, "exec", p.Name, "-c", "psych", "--", "python3", "-c", probe)
+		var got struct {
+			Routes  [][]string `json:"routes"`
+			Connect string     `json:"connect"`
+		}
+		if err := json.Unmarshal(raw, &got); err != nil {
+			t.Fatalf("%s: %q: %v", p.Name, raw, err)
+		}
+		if len(got.Routes) == 0 {
+			t.Fatalf("%s: no route at all: the probe read nothing", p.Name)
+		}
+		for _, r := range got.Routes {
+			if len(r) < 2 || r[1] == "00000000" {
+				t.Errorf("%s: a default route: %v", p.Name, r)
+			}
+		}
+		if got.Connect != "ENETUNREACH" {
+			t.Errorf("%s: connect to 192.0.2.1:80: %s, want ENETUNREACH", p.Name, got.Connect)
+		}
+		if logs := mustKubectl(t, "-n", namespace, "logs", p.Name, "-c", "psych", "--tail=5"); len(bytes.TrimSpace(logs)) == 0 {
+			t.Errorf("%s: kubectl logs: nothing", p.Name)
+		}
+	}
+}
+
 func pyList(ss []string) string {
 	b, _ := json.Marshal(ss)
 	return string(b)
@@ -504,13 +545,21 @@ func podCgroupsGone(t testing.TB, uid string) {
 
 // TestRollingRestart: kubectl rollout restart with runs in flight on both
 // pods: every run ends with its Result or a retryable error, none is lost;
-// the old pods' cgroups (every process of their runs) are gone after.
+// a run longer than the drain (--drain-timeout, 30 s) on each old pod ends
+// with the server's retryable draining error; the old pods' cgroups
+// (every process of their runs) are gone after.
 func TestRollingRestart(t *testing.T) {
 	deployed(t)
 	old := readyPods(t, 2)
 	var uids []string
+	long := make(chan error, len(old))
 	for _, p := range old {
 		uids = append(uids, podUID(t, p.Name))
+		sb := p.client(t).Sandbox()
+		go func() {
+			_, err := sb.Run(context.Background(), sandbox.Request{Code: "import time\ntime.sleep(300)", Limits: sandbox.Limits{WallSeconds: 110}})
+			long <- err
+		}()
 	}
 	stop := make(chan struct{})
 	done := load(t, "import time\ntime.sleep(2)\n'done'", stop)
@@ -519,6 +568,17 @@ func TestRollingRestart(t *testing.T) {
 	mustKubectl(t, "-n", namespace, "rollout", "status", "deployment/psych", "--timeout="+testutil.Scaled(8*time.Minute).String())
 	close(stop)
 	outs := <-done
+	for range old {
+		select {
+		case err := <-long:
+			var e *api.Error
+			if !errors.As(err, &e) || e.Code != api.CodeDraining || !e.Retryable {
+				t.Errorf("a run past the old pod's drain ended with %v, want the server's retryable draining error", err)
+			}
+		case <-time.After(testutil.Scaled(2 * time.Minute)):
+			t.Fatal("a run past the old pod's drain never ended")
+		}
+	}
 	results, retried := check(t, outs)
 	t.Logf("rolling restart: %d runs, %d results, %d retryable refusals", len(outs), results, retried)
 	if results == 0 {
