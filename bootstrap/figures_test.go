@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/psych-runtime/psych/bootstrap"
 	"github.com/psych-runtime/psych/internal/testutil"
 )
 
@@ -95,5 +97,28 @@ r`})
 	jsonEqual(t, o.result.Value, `"ImportError"`)
 	if names := figureNames(t, dir); len(names) != 0 {
 		t.Errorf("figures %v", names)
+	}
+}
+
+// TestFiguresPreloaded: in an interpreter that preloaded pyplot (a pool's),
+// the start frame's figures directory still makes show() capture, with
+// Agg as the backend.
+func TestFiguresPreloaded(t *testing.T) {
+	requireMatplotlib(t)
+	hostEnd, childEnd := socketpair(t)
+	hostEnd.SetDeadline(time.Now().Add(60 * time.Second))
+	c := startChild(t, append(launchArgs(t), bootstrap.PreloadArgs([]string{"matplotlib.pyplot"})...), childEnd)
+	if p := readPreloaded(t, hostEnd); p.Error != nil {
+		t.Fatalf("preload: %s", *p.Error)
+	}
+	dir := filepath.Join(t.TempDir(), "figures")
+	o := converse(t, hostEnd, program{figures: dir, code: "import matplotlib.pyplot as plt\nplt.plot([1]); plt.show()\n[plt.get_backend().lower(), plt.get_fignums()]"})
+	c.wait(t, o)
+	if o.result == nil || o.result.Failure != nil {
+		t.Fatalf("result %+v, stderr %q", o.result, o.stderr)
+	}
+	jsonEqual(t, o.result.Value, `["agg", []]`)
+	if got := figureNames(t, dir); !slices.Equal(got, []string{"figure-1.png"}) {
+		t.Fatalf("figures %v, want figure-1.png; stderr:\n%s", got, o.stderr)
 	}
 }
