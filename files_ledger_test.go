@@ -11,10 +11,13 @@ import (
 )
 
 // filesSandbox runs no program: its result has the files it was built with.
-type filesSandbox struct{ files []sandbox.OutFile }
+type filesSandbox struct {
+	files     []sandbox.OutFile
+	artifacts []sandbox.Artifact
+}
 
 func (s *filesSandbox) Run(_ context.Context, req sandbox.Request) (*sandbox.Result, error) {
-	return &sandbox.Result{ID: req.ID, Files: s.files}, nil
+	return &sandbox.Result{ID: req.ID, Files: s.files, Artifacts: s.artifacts}, nil
 }
 
 func (s *filesSandbox) Close() error { return nil }
@@ -44,6 +47,31 @@ func TestLedgerFilesWithoutData(t *testing.T) {
 	got := rec.Result.Files
 	if len(got) != 1 || got[0].Path != "out.csv" || got[0].Size != 3 || got[0].SHA256 != "abc" || got[0].Data != nil {
 		t.Fatalf("the ledger's files: %+v; want path, size and sha256 without data", got)
+	}
+}
+
+// TestLedgerArtifactsWithoutData: the ledger records each artifact by
+// name, size and sha256 (and its sides), never its data; the caller's
+// result keeps it.
+func TestLedgerArtifactsWithoutData(t *testing.T) {
+	st := psych.NewMemoryStore()
+	arts := []sandbox.Artifact{{Name: "figure-1.png", MIME: sandbox.MIMEPNG, Width: 2, Height: 3, Size: 4, SHA256: "def", Data: []byte("\x89PNG")}}
+	r := newRuntime(t, psych.Config{Sandbox: &filesSandbox{artifacts: arts}, Store: st})
+	res, err := r.Execute(context.Background(), sandbox.Request{Code: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Artifacts) != 1 || string(res.Artifacts[0].Data) != "\x89PNG" {
+		t.Fatalf("the caller's result lost its artifacts' data: %+v", res.Artifacts)
+	}
+	rec, err := st.Execution(context.Background(), res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := arts[0]
+	want.Data = nil
+	if got := rec.Result.Artifacts; len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+		t.Fatalf("the ledger's artifacts: %+v; want %+v", got, want)
 	}
 }
 

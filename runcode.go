@@ -123,16 +123,22 @@ func fileRecords(files []sandbox.File) []FileRecord {
 }
 
 // ledgerResult is res as the Store records it: each of its files by path,
-// size, SHA-256 and mode, never its data (a copy; res is the caller's).
+// size, SHA-256 and mode, each artifact by name, size, SHA-256 and its
+// sides, never their data (a copy; res is the caller's).
 func ledgerResult(res *sandbox.Result) *sandbox.Result {
-	if len(res.Files) == 0 {
+	if len(res.Files) == 0 && len(res.Artifacts) == 0 {
 		return res
 	}
 	c := *res
-	c.Files = make([]sandbox.OutFile, len(res.Files))
-	for i, f := range res.Files {
+	c.Files = nil
+	for _, f := range res.Files {
 		f.Data = nil
-		c.Files[i] = f
+		c.Files = append(c.Files, f)
+	}
+	c.Artifacts = nil
+	for _, a := range res.Artifacts {
+		a.Data = nil
+		c.Artifacts = append(c.Artifacts, a)
 	}
 	return &c
 }

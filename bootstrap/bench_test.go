@@ -98,7 +98,7 @@ func coldRun(b *testing.B, py string, args []string) {
 		b.Fatal(err)
 	}
 	childEnd.Close()
-	if err := wire.NewEncoder(hostEnd, 0).Encode(&wire.Start{V: wire.Version, Code: "None"}); err != nil {
+	if err := wire.NewEncoder(hostEnd, 0).Encode(&wire.Start{V: wire.Version, Code: "None", Figures: "/nonexistent/psych-figures"}); err != nil {
 		b.Fatal(err)
 	}
 	dec := wire.NewDecoder(bufio.NewReader(hostEnd), 0)
@@ -111,7 +111,9 @@ func coldRun(b *testing.B, py string, args []string) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		res, _ = m.(*wire.Result)
+		if r, ok := m.(*wire.Result); ok { // the exit frame follows it
+			res = r
+		}
 	}
 	if err := cmd.Wait(); err != nil || res == nil || res.Failure != nil {
 		b.Fatalf("run: %v, result %+v", err, res)

@@ -87,6 +87,15 @@
 //     and the top-level packages they loaded (sandbox/internal/host reads
 //     it). A failed import sends the frame with an error and ends with
 //     ExitBootstrap.
+//   - Figures (the start frame's "figures", a directory): when the program
+//     imports matplotlib, it uses Agg; pyplot.show() writes every open
+//     figure as a PNG into that directory and closes it (as non-interactive
+//     Jupyter does), and after the program, before the result frame, every
+//     figure still open is written too: "figure-N.png" for figure number
+//     N, "figure-N-K.png" for its K-th capture. A figure that cannot be
+//     written is named on stderr. Without "figures", or for a program that
+//     never imports matplotlib, nothing of this runs but a meta-path
+//     finder's name check per import.
 //   - SIGXFSZ is ignored, so a write past RLIMIT_FSIZE is an OSError (EFBIG).
 //   - The channel fd is close-on-exec: programs the program runs never get it.
 //   - A forked child that runs off the end of the program exits with its own

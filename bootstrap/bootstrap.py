@@ -37,6 +37,7 @@ __builtins__ = BUILTINS
 IMPORT = builtins.__import__
 os_read, os_write, os_fstat, os_stat, os_exit = os.read, os.write, os.fstat, os.stat, os._exit
 os_close, os_closerange, os_sysconf, os_listdir = os.close, os.closerange, os.sysconf, os.listdir
+os_mkdir = os.mkdir
 getpid = os.getpid  # also: a program mocking os.getpid must not fool the fork check
 getrecursionlimit, setrecursionlimit = sys.getrecursionlimit, sys.setrecursionlimit
 isfinite = math.isfinite
@@ -369,7 +370,8 @@ def set_environment(env):
 
 
 def read_start(fd):
-    """Reads and checks the start frame; returns (code, bindings, max_frame).
+    """Reads and checks the start frame; returns (code, bindings, max_frame,
+    figures: the directory figures go to, or None).
 
     The environment it carries is in force when it returns.
     """
@@ -390,8 +392,11 @@ def read_start(fd):
             raise ProtocolError("start: bad binding declaration %.100r" % (b,))
         names.add(name)
         bindings.append((name, params, doc))
+    figures = msg.get("figures")
+    if not isinstance(figures, (str, type(None))):
+        raise ProtocolError("start: figures is not a string")
     set_environment(msg.get("env"))
-    return code, bindings, max_frame
+    return code, bindings, max_frame, figures
 
 
 # The binding-name rule, the same as Go's (sandbox.IsIdentifier and
@@ -625,6 +630,98 @@ class LinecacheSeeder:
 
         spec.loader.exec_module = seeded
         return spec
+
+
+class Figures:
+    """Captures matplotlib's figures as PNGs into a directory the host
+    collects (the start frame's "figures"), at no cost to a program that
+    never imports matplotlib: a meta-path finder that waits for the import.
+    Once matplotlib is imported it uses Agg; pyplot.show() captures every
+    open figure and closes it (as non-interactive Jupyter does), and
+    capture() at the end takes those still open. A figure numbered N is
+    "figure-N.png", its K-th capture (K > 1) "figure-N-K.png"."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        self.counts = {}
+
+    def install(self):
+        mods = sys.modules
+        if "matplotlib" in mods:  # a pooled interpreter's preload
+            self.loaded("matplotlib", mods["matplotlib"])
+        if "matplotlib.pyplot" in mods:
+            self.loaded("matplotlib.pyplot", mods["matplotlib.pyplot"])
+        else:
+            sys.meta_path.insert(0, self)
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "matplotlib" and name != "matplotlib.pyplot":
+            return None
+        try:
+            if name == "matplotlib.pyplot":
+                sys.meta_path.remove(self)
+            for finder in sys.meta_path:
+                find = getattr(finder, "find_spec", None)
+                spec = finder is not self and find and find(name, path, target)
+                if spec and spec.loader is not None:
+                    break
+            else:
+                return None
+            if isinstance(spec.loader, type):
+                return spec
+            exec_module = spec.loader.exec_module
+        except Exception:  # whatever the program did to the import system
+            return None
+
+        def hooked(module):
+            exec_module(module)
+            self.loaded(name, module)
+
+        spec.loader.exec_module = hooked
+        return spec
+
+    def loaded(self, name, module):
+        try:
+            if name == "matplotlib":
+                module.use("agg")
+            else:
+                capture = self.capture
+
+                def show(*args, **kwargs):
+                    """Captures every open figure as a PNG for the run's result, and closes it."""
+                    capture(close=True)
+
+                module.show = show  # a function: pyplot's switch_backend sets its __signature__
+        except Exception as e:
+            say("psych: figures: %s: %s\n" % (name, safe_str(e)))
+
+    def capture(self, close=False):
+        """Writes every open pyplot figure as a PNG; says on stderr why one could not be."""
+        helpers = sys.modules.get("matplotlib._pylab_helpers")
+        if helpers is None or "matplotlib.pyplot" not in sys.modules:
+            return
+        try:
+            managers = list(helpers.Gcf.get_all_fig_managers())
+        except Exception as e:
+            say("psych: figures: %s\n" % safe_str(e))
+            return
+        for m in managers:
+            num = getattr(m, "num", "?")
+            try:
+                fig = m.canvas.figure
+                if type(num) is not int or num < 0:
+                    raise ValueError("figure number %.40r" % (num,))
+                k = self.counts[num] = self.counts.get(num, 0) + 1
+                name = "figure-%d.png" % num if k == 1 else "figure-%d-%d.png" % (num, k)
+                try:
+                    os_mkdir(self.dir, 0o700)
+                except FileExistsError:
+                    pass
+                fig.savefig(self.dir + "/" + name, format="png")
+                if close:
+                    sys.modules["matplotlib.pyplot"].close(fig)
+            except Exception as e:
+                say("psych: figure %s not captured: %s\n" % (num, safe_str(e)))
 
 
 # --- running the program ------------------------------------------------------
@@ -1299,9 +1396,12 @@ def main():
         fd = open_channel(argv)
         if modules:
             preload(fd, modules)
-        code, bindings, max_frame = read_start(fd)
+        code, bindings, max_frame, figures = read_start(fd)
         host = Host(fd, max_frame)
         module = new_main(host, bindings)
+        if figures:
+            figures = Figures(figures)
+            figures.install()
     except Exception as e:
         say("psych bootstrap: %s\n" % (safe_str(e) or type_name(type(e))))
         os_exit(EXIT_BOOTSTRAP)
@@ -1334,6 +1434,11 @@ def main():
                 pass
         flush_std()
         os_exit(status)
+    if figures:
+        try:
+            figures.capture()
+        except BaseException:
+            pass
     flush_std()
 
     failure = None

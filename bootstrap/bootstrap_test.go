@@ -40,6 +40,7 @@ type program struct {
 	bindings []sandbox.Binding
 	maxFrame int
 	serve    func(*wire.Call) *wire.Reply
+	figures  string // the start frame's figures directory
 }
 
 // outcome is everything the host saw.
@@ -124,7 +125,7 @@ func converse(t *testing.T, rw io.ReadWriter, p program) *outcome {
 		d.SetDeadline(time.Now().Add(60 * time.Second))
 	}
 	enc, dec := wire.NewEncoder(rw, p.maxFrame), wire.NewDecoder(rw, p.maxFrame)
-	start := &wire.Start{V: wire.Version, Code: p.code, Bindings: p.bindings, MaxFrame: p.maxFrame}
+	start := &wire.Start{V: wire.Version, Code: p.code, Bindings: p.bindings, MaxFrame: p.maxFrame, Figures: p.figures}
 	if err := enc.Encode(start); err != nil {
 		t.Fatalf("send start: %v", err)
 	}

@@ -1,12 +1,11 @@
 # A sample model-written data-analysis program: it reads the CSV it was
-# handed (psych run --file examples/sales.csv), writes a summary table and
-# a bar chart into its working directory, /work, which come back as the
-# run's files (psych run --out DIR), and hands back the totals as its value.
+# handed (psych run --file examples/sales.csv), writes a summary table into
+# its working directory, /work, which comes back as one of the run's files
+# (psych run --out DIR), shows a bar chart, which comes back as an artifact
+# (DIR/artifacts/figure-1.png), and hands back the totals as its value.
 import csv
 from collections import defaultdict
 
-import matplotlib
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 revenue, units = defaultdict(float), defaultdict(int)
@@ -30,6 +29,6 @@ ax.bar(regions, [revenue[r] for r in regions], color="#4a7ab5")
 ax.set_title("Revenue by region")
 ax.set_ylabel("revenue")
 fig.tight_layout()
-fig.savefig("chart.png", dpi=80)
+plt.show()  # in a run: captured as a PNG, as non-interactive Jupyter does
 
 {r: round(revenue[r], 2) for r in regions}

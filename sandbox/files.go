@@ -61,6 +61,9 @@ const (
 	// OmitTimeCap: collection ran out of time (FileCaps.CollectTime); a
 	// directory not yet walked is listed as one entry.
 	OmitTimeCap = "time_cap"
+	// OmitInvalid: an artifact that is not what it claims: a name not of
+	// the figures' form, or not a valid PNG (signature, IHDR, size).
+	OmitInvalid = "invalid"
 )
 
 // MaxOutDepth is how deep below WorkDir the host walks; a directory
@@ -81,13 +84,19 @@ type FileCaps struct {
 	OutBytes     int64 `json:"out_bytes,omitempty"`
 	// CollectTime bounds the host's walk of WorkDir after the run.
 	CollectTime time.Duration `json:"collect_time,omitempty"`
+	// ArtifactCount, ArtifactFileBytes and ArtifactBytes cap
+	// Result.Artifacts: how many, the largest, how many bytes in all.
+	ArtifactCount     int   `json:"artifact_count,omitempty"`
+	ArtifactFileBytes int64 `json:"artifact_file_bytes,omitempty"`
+	ArtifactBytes     int64 `json:"artifact_bytes,omitempty"`
 }
 
 // DefaultFileCaps are FileCaps' defaults.
 var DefaultFileCaps = FileCaps{
 	InCount: 100, InBytes: 64 << 20,
 	OutCount: 100, OutFileBytes: 10 << 20, OutBytes: 32 << 20,
-	CollectTime: 5 * time.Second,
+	CollectTime:   5 * time.Second,
+	ArtifactCount: 32, ArtifactFileBytes: 8 << 20, ArtifactBytes: 16 << 20,
 }
 
 // Merge fills c's zero fields from DefaultFileCaps.
@@ -111,12 +120,22 @@ func (c FileCaps) Merge() FileCaps {
 	if c.CollectTime == 0 {
 		c.CollectTime = d.CollectTime
 	}
+	if c.ArtifactCount == 0 {
+		c.ArtifactCount = d.ArtifactCount
+	}
+	if c.ArtifactFileBytes == 0 {
+		c.ArtifactFileBytes = d.ArtifactFileBytes
+	}
+	if c.ArtifactBytes == 0 {
+		c.ArtifactBytes = d.ArtifactBytes
+	}
 	return c
 }
 
 // Validate refuses a negative cap.
 func (c FileCaps) Validate() error {
-	if c.InCount < 0 || c.InBytes < 0 || c.OutCount < 0 || c.OutFileBytes < 0 || c.OutBytes < 0 || c.CollectTime < 0 {
+	if c.InCount < 0 || c.InBytes < 0 || c.OutCount < 0 || c.OutFileBytes < 0 || c.OutBytes < 0 || c.CollectTime < 0 ||
+		c.ArtifactCount < 0 || c.ArtifactFileBytes < 0 || c.ArtifactBytes < 0 {
 		return fmt.Errorf("file caps: a cap is negative: %w", ErrInvalidConfig)
 	}
 	return nil

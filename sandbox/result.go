@@ -53,7 +53,36 @@ type Result struct {
 	Files          []OutFile `json:"files,omitempty"`
 	FilesOmitted   []Omitted `json:"files_omitted,omitempty"`
 	FilesTruncated bool      `json:"files_truncated,omitempty"`
+	// Artifacts are the program's matplotlib figures, as PNGs the host
+	// validated itself, sorted by name (see FiguresDir). ArtifactsOmitted
+	// lists each one a cap or its validation kept out, with why (Omitted's
+	// Path is then its name): nothing is dropped silently.
+	Artifacts        []Artifact `json:"artifacts,omitempty"`
+	ArtifactsOmitted []Omitted  `json:"artifacts_omitted,omitempty"`
 }
+
+// FiguresDir is where, inside a run whose host collects figures, the
+// bootstrap writes the program's matplotlib figures: on the run's tmpfs,
+// outside WorkDir. The program can write there too; the host takes
+// nothing from it but PNGs named figure-N.png or figure-N-K.png that it
+// validated itself.
+const FiguresDir = "/tmp/.psych-figures"
+
+// Artifact is one figure of a run (Result.Artifacts): Name is
+// "figure-N.png" (N the matplotlib figure number) or "figure-N-K.png" for
+// its K-th capture; Width and Height are the PNG's own, read by the host.
+type Artifact struct {
+	Name   string `json:"name"`
+	MIME   string `json:"mime"`
+	Width  int    `json:"width"`
+	Height int    `json:"height"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	Data   []byte `json:"data"`
+}
+
+// MIMEPNG is an Artifact's MIME type.
+const MIMEPNG = "image/png"
 
 // Usage is what a whole run consumed, all its processes together.
 type Usage struct {

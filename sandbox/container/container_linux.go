@@ -400,6 +400,7 @@ func (r *run) start(ctx context.Context) error {
 	// A cold run's start frame, with its environment, before the engine
 	// starts anything: one past the frame cap is the request's error.
 	if r.req != nil {
+		r.req.Figures = true // the workspace's tmp is the run's /tmp
 		if err := r.req.SetStart(r.env); err != nil {
 			return err
 		}
@@ -584,6 +585,7 @@ func (r *run) serve(ctx context.Context) (*sandbox.Result, error) {
 	<-r.exited
 	res.Files, res.FilesOmitted = r.ws.Collect(s.cfg.Files)
 	res.FilesTruncated = len(res.FilesOmitted) > 0
+	res.Artifacts, res.ArtifactsOmitted = r.ws.Artifacts(s.cfg.Files)
 	if r.lost.Load() && !e.Reported() {
 		return nil, fmt.Errorf("%w: %s lost the container during the run; what is left is removed once it answers again", sandbox.ErrHostFault, s.eng.name())
 	}

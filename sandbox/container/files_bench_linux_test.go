@@ -19,3 +19,14 @@ func BenchmarkFiles(b *testing.B) {
 	b.Cleanup(func() { s.Close() })
 	contract.BenchFiles(b, s, nil)
 }
+
+// BenchmarkFigures is the subprocess backend's BenchmarkFigures on
+// containerd.
+func BenchmarkFigures(b *testing.B) {
+	s, err := New(Config{Engine: Containerd, Image: testImage()})
+	if err != nil {
+		b.Skipf("containerd: %v", err)
+	}
+	b.Cleanup(func() { s.Close() })
+	contract.BenchFigures(b, s, nil)
+}

@@ -103,6 +103,7 @@ func (s *Sandbox) warm(ctx context.Context, hr *host.Request) (*run, string) {
 // subprocess backend does.
 func (r *run) dispatch(hr *host.Request) error {
 	r.req, r.limits = hr, hr.Limits
+	hr.Figures = true // the workspace's tmp is the run's /tmp
 	_, python := r.s.eng.image()
 	r.env = r.environ(python)
 	if err := r.writeFiles(); err != nil {

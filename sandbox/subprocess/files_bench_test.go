@@ -27,3 +27,14 @@ func BenchmarkFiles(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkFigures: one line chart's cost over the same run without
+// matplotlib (contract.BenchFigures).
+func BenchmarkFigures(b *testing.B) {
+	s, err := New(Config{PythonBin: testPython()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	contract.BenchFigures(b, s, s.Settle)
+}

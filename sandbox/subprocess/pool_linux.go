@@ -122,6 +122,7 @@ func (s *Sandbox) warm(ctx context.Context, hr *host.Request) (*run, string) {
 // clock starts with serve.
 func (r *run) dispatch(hr *host.Request) error {
 	r.req, r.limits = hr, hr.Limits
+	hr.Figures = r.ws != nil
 	r.env = r.environ(r.home)
 	if err := r.writeFiles(); err != nil {
 		return err

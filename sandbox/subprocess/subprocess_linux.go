@@ -611,6 +611,7 @@ func (r *run) start() error {
 	// A cold run's start frame, with its environment, before anything
 	// starts: one past the frame cap is the request's error.
 	if r.req != nil {
+		r.req.Figures = r.ws != nil
 		if err := r.req.SetStart(r.env); err != nil {
 			closeAll(trees)
 			closeChild()
@@ -757,6 +758,7 @@ func (r *run) collectFiles(res *sandbox.Result) {
 	<-r.reaped
 	res.Files, res.FilesOmitted = r.ws.Collect(r.s.cfg.Files)
 	res.FilesTruncated = len(res.FilesOmitted) > 0
+	res.Artifacts, res.ArtifactsOmitted = r.ws.Artifacts(r.s.cfg.Files)
 }
 
 // serveThenRemove serves a started run, cold or dispatched, and returns its

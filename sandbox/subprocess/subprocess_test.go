@@ -116,6 +116,11 @@ func TestContractLandlockFallback(t *testing.T) {
 			"FilesOutCaps":      "no view gives the run a /work of its own, so no files come out",
 			"FilesHostile":      "no view gives the run a /work of its own, so no files come out",
 			"FilesManyEmpty":    "no view gives the run a /work of its own, so no files come out",
+			"FiguresTwo":        noFigures,
+			"FiguresShowTwice":  noFigures,
+			"FiguresClosed":     noFigures,
+			"FiguresOverCap":    noFigures,
+			"FiguresForged":     noFigures,
 		},
 	})
 }
@@ -149,5 +154,11 @@ func noWorkspace() map[string]string {
 		return nil
 	}
 	why := "an unprivileged host cannot mount a run's /work (Config.Files)"
-	return map[string]string{"FilesInOut": why, "FilesOutCaps": why, "FilesHostile": why, "FilesManyEmpty": why, "FreshTmp": why}
+	return map[string]string{"FilesInOut": why, "FilesOutCaps": why, "FilesHostile": why, "FilesManyEmpty": why, "FreshTmp": why,
+		"FiguresTwo": noFigures, "FiguresShowTwice": noFigures, "FiguresClosed": noFigures, "FiguresOverCap": noFigures, "FiguresForged": noFigures}
 }
+
+// noFigures is why a run without a workspace the host holds has no
+// artifacts: the host collects figures from that tmpfs, and without it
+// the bootstrap leaves matplotlib alone.
+const noFigures = "the host holds no workspace of the run's, so it collects no figures (the bootstrap leaves matplotlib alone)"

@@ -74,6 +74,10 @@ type Start struct {
 	// Env is the program's whole environment, "NAME=value" each, which
 	// the bootstrap sets before the program's first line.
 	Env []string `json:"env,omitempty"`
+	// Figures is the directory the bootstrap writes matplotlib's figures
+	// into (sandbox.FiguresDir), for the host to collect; empty where the
+	// host collects none, and the bootstrap then leaves matplotlib alone.
+	Figures string `json:"figures,omitempty"`
 }
 
 // Call is a binding call from the program.

@@ -400,9 +400,11 @@ func fullExecution() (*psych.Execution, *sandbox.Result) {
 			Network: &sandbox.NetworkCheck{Verified: true, Links: []string{"lo"}, Reason: "n/a"}, Cgroup: "v2",
 			Freezable: true, PythonPath: "/usr/bin/python3", EnvKeys: []string{"HOME", "LANG", "PATH"},
 			Limits: map[string]string{"cpu": "10 11"}, RootMount: "own:tmpfs", Host: "node-a", Warm: true, AgeSeconds: 1.5, ColdReason: "no pooled sandbox was ready"},
-		Files:          []sandbox.OutFile{{Path: "out.png", Size: 4, SHA256: strings.Repeat("01", 32), Mode: 0o640, Data: []byte("\x89PNG")}},
-		FilesOmitted:   []sandbox.Omitted{{Path: "big", Size: 1 << 40, Reason: sandbox.OmitTooLarge}},
-		FilesTruncated: true,
+		Files:            []sandbox.OutFile{{Path: "out.png", Size: 4, SHA256: strings.Repeat("01", 32), Mode: 0o640, Data: []byte("\x89PNG")}},
+		FilesOmitted:     []sandbox.Omitted{{Path: "big", Size: 1 << 40, Reason: sandbox.OmitTooLarge}},
+		FilesTruncated:   true,
+		Artifacts:        []sandbox.Artifact{{Name: "figure-1.png", MIME: sandbox.MIMEPNG, Width: 640, Height: 480, Size: 4, SHA256: strings.Repeat("23", 32), Data: []byte("\x89PNG")}},
+		ArtifactsOmitted: []sandbox.Omitted{{Path: "figure-2.png", Size: 9 << 20, Reason: sandbox.OmitTooLarge}},
 	}
 	return e, r
 }

@@ -1,10 +1,15 @@
 package cli
 
 import (
+	"image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/psych-runtime/psych/internal/testutil"
+	"github.com/psych-runtime/psych/sandbox"
 )
 
 // TestRunFilesOut: --file hands local files in as /work/PATH, --out writes
@@ -65,5 +70,44 @@ open('bad\nname', 'w').write('x')
 	}
 	if _, err := os.Stat(filepath.Join(out, "ran")); !os.IsNotExist(err) {
 		t.Fatal("a refused request ran")
+	}
+}
+
+// TestRunArtifactsOut: --out writes each figure as DIR/artifacts/NAME,
+// refuses to overwrite one without --force, and tells what it wrote and
+// what the run left out.
+func TestRunArtifactsOut(t *testing.T) {
+	if err := exec.Command(testPython(), "-c", "import matplotlib").Run(); err != nil {
+		testutil.Unavailable(t, "the interpreter has no matplotlib: %v", err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	program := `import os, matplotlib.pyplot as plt
+plt.plot([1, 2]); plt.show()
+plt.figure(figsize=(2, 1), dpi=100)
+open('` + sandbox.FiguresDir + `/figure-9.png', 'wb').write(b'not a png')`
+	args := []string{"run", "--python", testPython(), "--out", out, "-"}
+	_, stderr, code := cli(t, program, args...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for name, width := range map[string]int{"figure-1.png": 640, "figure-1-2.png": 200} {
+		f, err := os.Open(filepath.Join(out, "artifacts", name))
+		if err != nil {
+			t.Fatalf("%s: %v; stderr:\n%s", name, err, stderr)
+		}
+		cfg, err := png.DecodeConfig(f)
+		f.Close()
+		if err != nil || cfg.Width != width {
+			t.Errorf("%s: %+v, %v; want %d pixels wide", name, cfg, err, width)
+		}
+		if !strings.Contains(stderr, "wrote "+filepath.Join(out, "artifacts", name)) {
+			t.Errorf("stderr does not tell %s was written:\n%s", name, stderr)
+		}
+	}
+	if !strings.Contains(stderr, "left out artifact figure-9.png (9 bytes): invalid") {
+		t.Errorf("stderr does not tell figure-9.png was left out:\n%s", stderr)
+	}
+	if _, stderr, code = cli(t, program, args...); code != exitHostFault || !strings.Contains(stderr, "artifact figure-1.png: already there") {
+		t.Fatalf("a second run into the same --out: exit %d, %s; want %d and already there", code, stderr, exitHostFault)
 	}
 }

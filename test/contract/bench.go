@@ -37,3 +37,31 @@ func BenchFiles(b *testing.B, sb sandbox.Sandbox, settle func()) {
 		})
 	}
 }
+
+// BenchFigures is each backend's BenchmarkFigures (the figure goal,
+// docs/files-and-figures.md): the same small computation as "none", with
+// pyplot imported and no figure ("import"), and with one line chart of its
+// result, which comes back as one artifact ("line"). settle as BenchFiles.
+func BenchFigures(b *testing.B, sb sandbox.Sandbox, settle func()) {
+	work := "ys = [(i * 7919) % 101 for i in range(200)]\n"
+	for _, tc := range []struct {
+		name, code string
+		want       int
+	}{
+		{"none", work, 0},
+		{"import", work + "import matplotlib.pyplot as plt\n", 0},
+		{"line", work + "import matplotlib.pyplot as plt\nplt.plot(ys)\n", 1},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				res, err := sb.Run(context.Background(), sandbox.Request{Code: tc.code})
+				if err != nil || res.Failure != nil || len(res.Artifacts) != tc.want {
+					b.Fatalf("%v, failure %v, %d artifacts, want %d", err, res.Failure, len(res.Artifacts), tc.want)
+				}
+			}
+			if settle != nil {
+				settle()
+			}
+		})
+	}
+}

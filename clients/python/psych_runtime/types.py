@@ -83,7 +83,10 @@ class FileOmitted:
 
 @dataclass(frozen=True)
 class Artifact:
-    """A figure the run produced (a PNG of an open matplotlib figure)."""
+    """A figure the run produced: a PNG of a matplotlib figure that
+    ``plt.show()`` captured or that was still open at the end, named
+    ``figure-N.png`` (``figure-N-K.png`` for its K-th capture), checked by
+    the host; width and height are the PNG's own."""
 
     name: str
     mime: str
@@ -91,6 +94,7 @@ class Artifact:
     height: int
     sha256: str
     data: bytes
+    size: int = 0
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,8 @@ class SandboxResult:
     files_truncated: bool = False
     artifacts: List[Artifact] = field(default_factory=list)
     id: str = ""
+    #: Figures a cap or the host's check left out (``path`` is the name).
+    artifacts_omitted: List[FileOmitted] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -185,9 +191,19 @@ def parse_result(obj: Any) -> SandboxResult:
         if not isinstance(x, dict):
             raise HostFault("psych: a result's artifact is not an object")
         name = _get(x, "name", str, "")
+        data = _data(x, "artifact %r" % name)
+        size = _get(x, "size", int, len(data))
+        if size != len(data):
+            raise HostFault("psych: artifact %r: %d bytes of data, size says %d" % (name, len(data), size))
         artifacts.append(Artifact(name=name, mime=_get(x, "mime", str, ""), width=_get(x, "width", int, 0),
                                   height=_get(x, "height", int, 0), sha256=_get(x, "sha256", str, ""),
-                                  data=_data(x, "artifact %r" % name)))
+                                  data=data, size=size))
+    artifacts_omitted = []
+    for x in _get(obj, "artifacts_omitted", list, []) or []:
+        if not isinstance(x, dict):
+            raise HostFault("psych: a result's omitted artifact is not an object")
+        artifacts_omitted.append(FileOmitted(path=_get(x, "path", str, ""), size=_get(x, "size", int, 0),
+                                             reason=_get(x, "reason", str, "")))
     return SandboxResult(
         stdout=_get(obj, "stdout", str, ""),
         stderr=_get(obj, "stderr", str, ""),
@@ -205,6 +221,7 @@ def parse_result(obj: Any) -> SandboxResult:
         files_truncated=_get(obj, "files_truncated", bool, False),
         artifacts=artifacts,
         id=_get(obj, "id", str, ""),
+        artifacts_omitted=artifacts_omitted,
     )
 
 

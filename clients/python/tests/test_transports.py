@@ -57,6 +57,25 @@ class Cases:
         self.assertEqual(r.files[0].sha256, hashlib.sha256(b"A,B\n").hexdigest())
         self.assertEqual((r.files_omitted, r.files_truncated), ([], False))
 
+    def test_artifacts(self) -> None:
+        """A figure plt.show() captured and one open at the end come back
+        as PNGs with their sides; one the run forged is left out, with why."""
+        if subprocess.run([harness.SANDBOX_PYTHON, "-c", "import matplotlib"], capture_output=True).returncode != 0:
+            if os.environ.get("CI") == "true":
+                self.fail("CI's interpreter has matplotlib")
+            self.skipTest("the interpreter has no matplotlib")
+        code = ("import matplotlib.pyplot as plt\nplt.plot([1, 2]); plt.show()\n"
+                "plt.figure(figsize=(2, 1), dpi=100)\n"
+                "open('/tmp/.psych-figures/figure-9.png', 'wb').write(b'forged')")
+        r = self.sandbox().run(code)
+        self.assertIsNone(r.failure, r.failure)
+        self.assertEqual([(a.name, a.mime, a.width, a.height) for a in r.artifacts],
+                         [("figure-1-2.png", "image/png", 200, 100), ("figure-1.png", "image/png", 640, 480)])
+        for a in r.artifacts:
+            self.assertTrue(a.data.startswith(b"\x89PNG\r\n\x1a\n"))
+            self.assertEqual((a.size, a.sha256), (len(a.data), hashlib.sha256(a.data).hexdigest()))
+        self.assertEqual([(o.path, o.size, o.reason) for o in r.artifacts_omitted], [("figure-9.png", 6, "invalid")])
+
     def test_bindings(self) -> None:
         """A mapping's callables and a Registry's tools are functions in
         the program; a tool's exception is the program's BindingError."""

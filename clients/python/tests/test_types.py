@@ -23,8 +23,9 @@ WITH_FILES = dict(RECORDED, failure=None, value={"rows": 1}, limit_hit="wall_sec
                   files=[{"path": "out/summary.csv", "size": len(CSV), "sha256": hashlib.sha256(CSV).hexdigest(), "mode": 420,
                           "data": base64.b64encode(CSV).decode()}],
                   files_omitted=[{"path": "big.bin", "size": 11 << 20, "reason": "too_large"}],
-                  artifacts=[{"name": "figure-1", "mime": "image/png", "width": 640, "height": 480,
-                              "sha256": hashlib.sha256(PNG).hexdigest(), "data": base64.b64encode(PNG).decode()}])
+                  artifacts=[{"name": "figure-1.png", "mime": "image/png", "width": 640, "height": 480, "size": len(PNG),
+                              "sha256": hashlib.sha256(PNG).hexdigest(), "data": base64.b64encode(PNG).decode()}],
+                  artifacts_omitted=[{"path": "figure-2.png", "size": 9 << 20, "reason": "too_large"}])
 
 
 class ParseTests(unittest.TestCase):
@@ -51,7 +52,8 @@ class ParseTests(unittest.TestCase):
         self.assertEqual([(o.path, o.size, o.reason) for o in r.files_omitted], [("big.bin", 11 << 20, "too_large")])
         self.assertTrue(r.files_truncated)
         a = r.artifacts[0]
-        self.assertEqual((a.name, a.mime, a.width, a.height, a.data), ("figure-1", "image/png", 640, 480, PNG))
+        self.assertEqual((a.name, a.mime, a.width, a.height, a.size, a.data), ("figure-1.png", "image/png", 640, 480, len(PNG), PNG))
+        self.assertEqual([(o.path, o.size, o.reason) for o in r.artifacts_omitted], [("figure-2.png", 9 << 20, "too_large")])
 
     def test_hostile_result(self) -> None:
         """A wrong shape is a HostFault, never a TypeError, and data that
@@ -64,6 +66,8 @@ class ParseTests(unittest.TestCase):
             dict(WITH_FILES, files=[dict(WITH_FILES["files"][0], sha256="00" * 32)]),
             dict(WITH_FILES, artifacts=[dict(WITH_FILES["artifacts"][0], sha256="00" * 32)]),
             dict(WITH_FILES, files_omitted=[{"path": 1}]),
+            dict(WITH_FILES, artifacts=[dict(WITH_FILES["artifacts"][0], size=1)]),
+            dict(WITH_FILES, artifacts_omitted=[1]),
         ]
         for obj in bad:
             with self.subTest(obj=str(obj)[:80]):

@@ -34,6 +34,9 @@ type Request struct {
 	Start []byte
 	// Files are written into the run's work directory (SetFiles).
 	Files []sandbox.File
+	// Figures says the host collects the run's figures (a Workspace holds
+	// its tmpfs): the start frame then names sandbox.FiguresDir.
+	Figures bool
 
 	maxFrame int
 }
@@ -81,9 +84,14 @@ func (r *Request) SetFiles(files []sandbox.File, caps sandbox.FileCaps, tmpBytes
 	return nil
 }
 
-// SetStart makes the start frame carry the program's whole environment.
+// SetStart makes the start frame carry the program's whole environment,
+// and sandbox.FiguresDir if Figures is set.
 func (r *Request) SetStart(env []string) error {
-	start, err := wire.Marshal(&wire.Start{V: wire.Version, Code: r.Code, Bindings: r.Decls, MaxFrame: r.maxFrame, Env: env})
+	var figures string
+	if r.Figures {
+		figures = sandbox.FiguresDir
+	}
+	start, err := wire.Marshal(&wire.Start{V: wire.Version, Code: r.Code, Bindings: r.Decls, MaxFrame: r.maxFrame, Env: env, Figures: figures})
 	if err != nil || len(start) > r.maxFrame {
 		return fmt.Errorf("code, bindings and environment exceed the %d-byte frame cap: %w", r.maxFrame, sandbox.ErrInvalidRequest)
 	}

@@ -369,3 +369,91 @@ func readRegular(dir int, name string, size int64) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// WorkspaceFigures is sandbox.FiguresDir's name in the workspace's tmp.
+const WorkspaceFigures = ".psych-figures"
+
+// Artifacts collects the run's figures from tmp's WorkspaceFigures, as
+// Collect does files (no symlink followed, nothing but regular files
+// opened, nothing read past its size, the caps and caps.CollectTime
+// kept): each entry named as the bootstrap names figures and holding a
+// PNG that CheckPNG takes, sorted by name. Every other entry, and each
+// one a cap keeps out, is listed with its reason. A missing directory is
+// no artifacts. Call it only once every process of the run is dead.
+func (w *Workspace) Artifacts(caps sandbox.FileCaps) ([]sandbox.Artifact, []sandbox.Omitted) {
+	var arts []sandbox.Artifact
+	var omitted []sandbox.Omitted
+	omit := func(name string, size int64, reason string) {
+		omitted = append(omitted, sandbox.Omitted{Path: strings.ToValidUTF8(name, "\uFFFD"), Size: size, Reason: reason})
+	}
+	tmp, err := unix.Openat(w.root, WorkspaceTmp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, []sandbox.Omitted{{Path: ".", Reason: sandbox.OmitUnreadable}}
+	}
+	defer unix.Close(tmp)
+	var st unix.Stat_t
+	if err := unix.Fstatat(tmp, WorkspaceFigures, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, nil
+		}
+		return nil, []sandbox.Omitted{{Path: ".", Reason: sandbox.OmitUnreadable}}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil, []sandbox.Omitted{{Path: ".", Size: sizeOf(&st), Reason: sandbox.OmitNotRegular}}
+	}
+	dir, err := unix.Openat(tmp, WorkspaceFigures, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, []sandbox.Omitted{{Path: ".", Reason: sandbox.OmitUnreadable}}
+	}
+	defer unix.Close(dir)
+	names, err := readNames(dir)
+	if err != nil {
+		return nil, []sandbox.Omitted{{Path: ".", Reason: sandbox.OmitUnreadable}}
+	}
+	deadline := time.Now().Add(caps.CollectTime)
+	var total int64
+	for _, name := range names {
+		if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			omit(name, 0, sandbox.OmitUnreadable)
+			continue
+		}
+		size := sizeOf(&st)
+		switch {
+		case time.Now().After(deadline):
+			omit(name, size, sandbox.OmitTimeCap)
+			continue
+		case st.Mode&unix.S_IFMT != unix.S_IFREG:
+			omit(name, size, sandbox.OmitNotRegular)
+			continue
+		case !figureName.MatchString(name):
+			omit(name, size, sandbox.OmitInvalid)
+			continue
+		case size > caps.ArtifactFileBytes:
+			omit(name, size, sandbox.OmitTooLarge)
+			continue
+		case len(arts) >= caps.ArtifactCount:
+			omit(name, size, sandbox.OmitCountCap)
+			continue
+		case total+size > caps.ArtifactBytes:
+			omit(name, size, sandbox.OmitTotalCap)
+			continue
+		}
+		data, err := readRegular(dir, name, size)
+		if err != nil {
+			omit(name, size, sandbox.OmitUnreadable)
+			continue
+		}
+		width, height, err := CheckPNG(data)
+		if err != nil {
+			omit(name, size, sandbox.OmitInvalid)
+			continue
+		}
+		sum := sha256.Sum256(data)
+		total += size
+		arts = append(arts, sandbox.Artifact{
+			Name: name, MIME: sandbox.MIMEPNG, Width: width, Height: height,
+			Size: size, SHA256: hex.EncodeToString(sum[:]), Data: data,
+		})
+	}
+	return arts, omitted
+}

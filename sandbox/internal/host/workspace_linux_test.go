@@ -1,6 +1,9 @@
 package host
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -102,4 +105,72 @@ func TestWorkspaceRootPrivate(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("the workspace's root: %v, %v; want mode 0700", fi, err)
 	}
+}
+
+// TestWorkspaceArtifacts: valid PNGs named as figures come back with their
+// own sides, sorted by name; anything else in the figures directory is
+// listed with why, read only when it could be taken.
+func TestWorkspaceArtifacts(t *testing.T) {
+	w, _ := newWorkspace(t)
+	if arts, omitted := w.Artifacts(sandbox.DefaultFileCaps); arts != nil || omitted != nil {
+		t.Fatalf("no figures directory: %+v, %+v; want nothing", arts, omitted)
+	}
+	dir := filepath.Join(w.Path(WorkspaceTmp), WorkspaceFigures)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	put := func(name string, data []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := testPNG(t, 4, 2), testPNG(t, 3, 9)
+	put("figure-1.png", a)
+	put("figure-1-2.png", b)
+	put("figure-3.png", []byte("\x89PNG\r\n\x1a\nforged"))
+	put("notes.txt", a)
+	put("figure-4.png", make([]byte, 100)) // past the cap below
+	os.Symlink("/etc/shadow", filepath.Join(dir, "figure-5.png"))
+	arts, omitted := w.Artifacts(sandbox.FileCaps{ArtifactFileBytes: 99}.Merge())
+	if len(arts) != 2 || arts[0].Name != "figure-1-2.png" || arts[1].Name != "figure-1.png" {
+		t.Fatalf("artifacts %+v: want figure-1-2.png and figure-1.png", arts)
+	}
+	for i, want := range []struct {
+		data []byte
+		w, h int
+	}{{b, 3, 9}, {a, 4, 2}} {
+		got := arts[i]
+		if !bytes.Equal(got.Data, want.data) || got.Width != want.w || got.Height != want.h || got.MIME != "image/png" || got.Size != int64(len(want.data)) || got.SHA256 != sum(want.data) {
+			t.Errorf("artifact %s = %dx%d %s size %d sha %s; want %dx%d", got.Name, got.Width, got.Height, got.MIME, got.Size, got.SHA256, want.w, want.h)
+		}
+	}
+	wantOmitted := []sandbox.Omitted{
+		{Path: "figure-3.png", Size: 14, Reason: sandbox.OmitInvalid},
+		{Path: "figure-4.png", Size: 100, Reason: sandbox.OmitTooLarge},
+		{Path: "figure-5.png", Size: int64(len("/etc/shadow")), Reason: sandbox.OmitNotRegular},
+		{Path: "notes.txt", Size: int64(len(a)), Reason: sandbox.OmitInvalid},
+	}
+	if !reflect.DeepEqual(omitted, wantOmitted) {
+		t.Fatalf("omitted %+v\nwant %+v", omitted, wantOmitted)
+	}
+	// The count and total caps.
+	arts, omitted = w.Artifacts(sandbox.FileCaps{ArtifactCount: 1}.Merge())
+	if len(arts) != 1 || len(omitted) != 5 || omitted[0].Reason != sandbox.OmitCountCap {
+		t.Fatalf("count cap 1: %d artifacts, omitted %+v", len(arts), omitted)
+	}
+	arts, omitted = w.Artifacts(sandbox.FileCaps{ArtifactBytes: int64(len(b) + 1)}.Merge())
+	if len(arts) != 1 || omitted[0].Path != "figure-1.png" || omitted[0].Reason != sandbox.OmitTotalCap {
+		t.Fatalf("total cap: %d artifacts, omitted %+v", len(arts), omitted)
+	}
+	// The directory replaced by a symlink: never followed.
+	os.RemoveAll(dir)
+	os.Symlink(w.Path(WorkspaceWork), dir)
+	if arts, omitted := w.Artifacts(sandbox.DefaultFileCaps); len(arts) != 0 || len(omitted) != 1 || omitted[0].Reason != sandbox.OmitNotRegular {
+		t.Fatalf("figures directory a symlink: %+v, %+v", arts, omitted)
+	}
+}
+
+func sum(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }

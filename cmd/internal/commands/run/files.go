@@ -78,7 +78,8 @@ func (f *fileFlags) requestFiles() ([]sandbox.File, error) {
 	return out, nil
 }
 
-// writeOut writes res's files into --out DIR (made if missing), through
+// writeOut writes res's files into --out DIR (made if missing), and its
+// artifacts (figures) as DIR/artifacts/NAME, through
 // an os.Root, so that no path of the result reaches outside DIR: exec,
 // setuid, setgid and sticky bits dropped; a file already there is an
 // error unless --force. It tells on stderr what it wrote and what the run
@@ -109,6 +110,25 @@ func (f *fileFlags) writeOut(res *sandbox.Result, stderr io.Writer) error {
 	}
 	for _, o := range res.FilesOmitted {
 		fmt.Fprintf(stderr, "psych run: left out %s (%d bytes): %s\n", printable(o.Path), o.Size, o.Reason)
+	}
+	for _, a := range res.Artifacts {
+		// A name is one path element (a server's answer is not trusted
+		// either): artifacts/NAME, never anywhere else.
+		err := fmt.Errorf("not a file name")
+		if fs.ValidPath(a.Name) && !strings.Contains(a.Name, "/") {
+			err = writeOne(root, sandbox.OutFile{Path: "artifacts/" + a.Name, Mode: 0o644, Data: a.Data}, f.force)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "psych run: --out: artifact %s: %v\n", printable(a.Name), err)
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		fmt.Fprintf(stderr, "psych run: wrote %s (%dx%d, %d bytes)\n", printable(filepath.Join(f.out, "artifacts", a.Name)), a.Width, a.Height, len(a.Data))
+	}
+	for _, o := range res.ArtifactsOmitted {
+		fmt.Fprintf(stderr, "psych run: left out artifact %s (%d bytes): %s\n", printable(o.Path), o.Size, o.Reason)
 	}
 	return first
 }
