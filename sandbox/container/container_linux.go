@@ -346,6 +346,18 @@ func (r *run) serveDetached(ctx context.Context) (*sandbox.Result, error) {
 	return res, nil
 }
 
+// startFrame makes a cold run's start frame, with its environment, before
+// the engine starts anything (a pooled run's is made at dispatch): one past
+// the frame cap is the request's error. The workspace's tmp is the run's
+// /tmp, so its figures are collected.
+func (r *run) startFrame() error {
+	if r.req == nil {
+		return nil
+	}
+	r.req.Figures = true
+	return r.req.SetStart(r.env)
+}
+
 // start makes the run's container and waits for its interpreter to block
 // on its start frame, attested and checked against the floor. On error the
 // caller unwinds.
@@ -397,13 +409,8 @@ func (r *run) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	// A cold run's start frame, with its environment, before the engine
-	// starts anything: one past the frame cap is the request's error.
-	if r.req != nil {
-		r.req.Figures = true // the workspace's tmp is the run's /tmp
-		if err := r.req.SetStart(r.env); err != nil {
-			return err
-		}
+	if err := r.startFrame(); err != nil {
+		return err
 	}
 	if err := writeOwned(filepath.Join(r.dir, nsexec.ContainerPlan), plan, outer); err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)

@@ -565,6 +565,18 @@ type run struct {
 	warmRun
 }
 
+// startFrame makes a cold run's start frame, with its environment, before
+// anything starts (a pooled run's is made at dispatch): one past the frame
+// cap is the request's error. Figures are collected where the host holds
+// the run's tmpfs.
+func (r *run) startFrame() error {
+	if r.req == nil {
+		return nil
+	}
+	r.req.Figures = r.ws != nil
+	return r.req.SetStart(r.env)
+}
+
 // start sets the run up to the interpreter waiting for its start frame.
 // On error the caller still calls cleanup.
 func (r *run) start() error {
@@ -608,15 +620,10 @@ func (r *run) start() error {
 		closeChild()
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	// A cold run's start frame, with its environment, before anything
-	// starts: one past the frame cap is the request's error.
-	if r.req != nil {
-		r.req.Figures = r.ws != nil
-		if err := r.req.SetStart(r.env); err != nil {
-			closeAll(trees)
-			closeChild()
-			return err
-		}
+	if err := r.startFrame(); err != nil {
+		closeAll(trees)
+		closeChild()
+		return err
 	}
 	opts := &reexec.Options{
 		Plan: plan, Stdout: outW, Stderr: errW, Wire: child, CgroupFD: -1,

@@ -181,8 +181,7 @@ func Run(t *testing.T, b Backend) {
 	} {
 		cases = append(cases, tc)
 	}
-	cases = append(cases, s.filesCases()...)
-	cases = append(cases, s.figuresCases()...)
+	cases = append(append(cases, s.filesCases()...), s.figuresCases()...)
 	for _, tc := range cases {
 		if len(b.Cases) > 0 && !slices.Contains(b.Cases, tc.name) {
 			continue
