@@ -30,8 +30,9 @@ type Options struct {
 	// the system's roots, with TLS 1.2 at least.
 	TLS *tls.Config
 	// IdleTimeout bounds the silence of a server: an answer that has not
-	// begun, or a stream with no event (keepalives included), for longer
-	// is an ErrProtocol. Zero is DefaultIdleTimeout.
+	// begun once the request's body is sent (a body still being read by
+	// the server is progress), or a stream with no event (keepalives
+	// included), for longer is an ErrProtocol. Zero is DefaultIdleTimeout.
 	IdleTimeout time.Duration
 	// MaxEventBytes bounds one event line or answer body; zero is
 	// api.DefaultMaxEventBytes.
@@ -220,19 +221,39 @@ func (c *Client) small(ctx context.Context, method, path string, body, out any) 
 // do sends one request and returns a 2xx response, or the error the server
 // answered (*api.Error) or the transport's (ErrUnreachable).
 func (c *Client) do(ctx context.Context, method, path string, body any, accept string) (*http.Response, error) {
-	var rd io.Reader
+	var b []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, fmt.Errorf("encode the request: %w", err)
+		var err error
+		if b, err = encode(body); err != nil {
+			return nil, err
 		}
-		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+"/"+api.Version+path, rd)
+	return c.send(ctx, method, path, b, nil, accept)
+}
+
+func encode(body any) ([]byte, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("encode the request: %w", err)
+	}
+	return b, nil
+}
+
+// send is do with the body encoded already (nil: none); moved, if not
+// nil, is called after each read of the body as it is sent.
+func (c *Client) send(ctx context.Context, method, path string, b []byte, moved func(), accept string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+"/"+api.Version+path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrAddress, err)
 	}
-	if body != nil {
+	if b != nil {
+		// As NewRequest sets them for a bytes.Reader: a length (never
+		// chunked) and a copy for a retry on a closed idle connection.
+		req.GetBody = func() (io.ReadCloser, error) {
+			return io.NopCloser(&progress{bytes.NewReader(b), moved}), nil
+		}
+		req.Body, _ = req.GetBody()
+		req.ContentLength = int64(len(b))
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", accept)

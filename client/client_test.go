@@ -628,3 +628,23 @@ func TestTLS(t *testing.T) {
 		t.Errorf("an untrusted certificate: %v; Authorization %q", err, auth)
 	}
 }
+
+// TestSlowUpload: a body the server takes longer than the idle timeout to
+// read is not the server's silence: the upload's progress keeps the
+// stream alive (a 32 MiB request's upload and decode once ran past it).
+func TestSlowUpload(t *testing.T) {
+	c := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		buf := make([]byte, 128<<10)
+		for {
+			if _, err := io.ReadFull(r.Body, buf); err != nil {
+				break
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+		events(w)(`{"event":"result","result":{"id":"u","value":null}}`)
+	}), Options{IdleTimeout: 300 * time.Millisecond})
+	res, err := c.Sandbox().Run(context.Background(), sandbox.Request{Code: strings.Repeat("#", 4<<20)})
+	if err != nil || res.ID != "u" {
+		t.Fatalf("Run = %+v, %v; want the result after a slow upload", res, err)
+	}
+}

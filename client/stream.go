@@ -117,10 +117,16 @@ func (c *Client) stream(ctx context.Context, path string, body any, id string, h
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	b, err := encode(body)
+	if err != nil {
+		return nil, err
+	}
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	// The idle timer cancels the request when the server is silent too
-	// long; every event resets it.
+	// long: it starts once the body is encoded, and every read of the body
+	// as it is sent and every event resets it (a large body's upload is
+	// not the server's silence).
 	var idled atomic.Bool
 	timer := time.AfterFunc(c.idle, func() { idled.Store(true); stop() })
 	defer timer.Stop()
@@ -131,7 +137,7 @@ func (c *Client) stream(ctx context.Context, path string, body any, id string, h
 		return err
 	}
 
-	resp, err := c.do(sctx, http.MethodPost, path, body, api.MediaNDJSON)
+	resp, err := c.send(sctx, http.MethodPost, path, b, func() { timer.Reset(c.idle) }, api.MediaNDJSON)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -331,4 +337,19 @@ func (s *session) cancelRun() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s.c.Cancel(ctx, id)
+}
+
+// progress is a request body that calls moved (if not nil) after each
+// read that took bytes from it.
+type progress struct {
+	r     io.Reader
+	moved func()
+}
+
+func (p *progress) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 && p.moved != nil {
+		p.moved()
+	}
+	return n, err
 }
