@@ -6,9 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/psych-runtime/psych/internal/jsonfold"
 )
 
 // The bounds on one call's arguments, besides Spec.MaxArgsBytes. They are
@@ -142,7 +141,7 @@ func decodeValue(dec *json.Decoder) (any, error) {
 				if _, dup := out[k]; dup {
 					return nil, fmt.Errorf("arguments repeat the key %.64q", k)
 				}
-				f := fold(k)
+				f := jsonfold.Key(k)
 				if other, ok := folded[f]; ok {
 					return nil, fmt.Errorf("arguments have the keys %.64q and %.64q, which differ only in case", other, k)
 				}
@@ -162,26 +161,6 @@ func decodeValue(dec *json.Decoder) (any, error) {
 	default:
 		return t, nil // string, json.Number, bool, nil
 	}
-}
-
-// fold maps s to one representative of the strings strings.EqualFold
-// holds equal to it: each rune becomes the least rune of its simple case
-// folding orbit.
-func fold(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for _, r := range s {
-		if r == utf8.RuneError {
-			b.WriteRune(r)
-			continue
-		}
-		least := r
-		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-			least = min(least, f)
-		}
-		b.WriteRune(least)
-	}
-	return b.String()
 }
 
 // toFloats replaces the json.Numbers in v with float64s, as the schema

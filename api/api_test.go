@@ -18,6 +18,11 @@ func TestDecodeStrict(t *testing.T) {
 		{"duplicate nested", `{"code":"1","env":{"A":"x","A":"y"}}`, false},
 		{"case fold", `{"code":"1","Code":"2"}`, false},
 		{"case fold nested", `{"code":"1","bindings":[{"name":"a","NAME":"b"}]}`, false},
+		// encoding/json matches names by Unicode simple folding: U+017F (long s)
+		// folds with "s", U+212A (Kelvin) with "k"; strings.ToLower misses the first.
+		{"fold long s", `{"code":"1","limits":{"cpu_seconds":1,"cpu_ſeconds":100}}`, false},
+		{"fold long s alone", `{"code":"1","limits":{"cpu_ſeconds":1}}`, true},
+		{"fold kelvin", `{"code":"1","network":false,"networ\u212a":true}`, false},
 		{"same key in two objects", `{"code":"1","bindings":[{"name":"a"},{"name":"b"}]}`, true},
 		{"trailing", `{"code":"1"} {}`, false},
 		{"not json", `code=1`, false},

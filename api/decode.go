@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"unicode/utf8"
+
+	"github.com/psych-runtime/psych/internal/jsonfold"
 )
 
 // ErrBadRequest is what DecodeStrict's errors wrap.
@@ -86,7 +87,7 @@ func checkKeys(data []byte) error {
 			continue
 		}
 		key := tok.(string)
-		folded := strings.ToLower(key)
+		folded := jsonfold.Key(key)
 		if prev, ok := top.keys[folded]; ok {
 			if prev == key {
 				return fmt.Errorf("key %.64q given twice", key)
