@@ -312,14 +312,20 @@ prepare_cleanup() {
 
 # seed: the lane's containerd root from the prepared one: every directory
 # made anew, the unpacked layers and the blobs hard-linked (containerd
-# only reads them), every other file (the databases) copied.
+# only reads them, and removes them by unlinking), every other file (the
+# databases) copied; all of it copied where the two are on different
+# filesystems.
 seed() {
 	local key from to=$DATA/containerd/root
 	key=$(cat "$SEEDS/latest" 2>/dev/null) || die "no prepared images (cluster.sh prepare)"
 	from=$SEEDS/$key/root
 	[ -f "$SEEDS/$key/done" ] && [ -d "$from" ] || die "no prepared images in $SEEDS/$key"
 	mkdir -p "$DATA/containerd"
-	cp -al "$from" "$to"
+	if ! cp -al "$from" "$to" 2>/dev/null; then
+		log "cannot link $from into $to (another filesystem?): copying it"
+		rm -rf --one-file-system "$to"
+		cp -a "$from" "$to"
+	fi
 	(cd "$from" && find . -type f ! -path './io.containerd.content.v1.content/blobs/*' \
 		! -path './io.containerd.snapshotter.v1.overlayfs/snapshots/*' -print0) |
 		while IFS= read -r -d '' f; do cp --remove-destination -p "$from/$f" "$to/$f"; done
