@@ -459,6 +459,7 @@ down() {
 	# The pods first, gracefully, while the control plane is up.
 	if alive kube-apiserver && alive kubelet; then
 		kubectl delete namespace psych --ignore-not-found --wait=true --timeout=90s >/dev/null 2>&1 || true
+		log "deleted the namespace psych"
 	fi
 	# The control plane and the node, in reverse order.
 	local name pid n
@@ -478,6 +479,7 @@ down() {
 	done
 	left=$(pids_of_lane | live)
 	[ -z "$left" ] || log "WARN: still alive: $left"
+	log "ended the lane's processes"
 	# Mounts under the lane's directories, deepest first.
 	awk -v a="$RUN/" -v b="$DATA/" 'index($2, a) == 1 || index($2, b) == 1 {print $2}' /proc/self/mounts | sort -r |
 		while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" || true; done
