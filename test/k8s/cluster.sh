@@ -352,9 +352,31 @@ up() {
 	: >"$RUN/made"
 	for s in $SYSCTLS; do echo "$s $(sysctl -n "$s")"; done >"$RUN/sysctls"
 	echo "$t0" >"$RUN/started"
+	local L=$DATA/logs
+	# The node's images (cached: made ahead by CI's background phase)
+	# while etcd and the apiserver start; the containerd starts on them.
+	# etcd needs none of the set-up below, the apiserver its certificates
+	# and address only, the containerd and the kubelet the rest.
+	(prepare) &
+	local prep=$!
+	start etcd "$L/etcd.log" etcd --name psych-k8s --data-dir "$DATA/etcd" \
+		--listen-client-urls http://127.0.0.1:12379 --advertise-client-urls http://127.0.0.1:12379 \
+		--listen-peer-urls http://127.0.0.1:12380 --initial-advertise-peer-urls http://127.0.0.1:12380 \
+		--initial-cluster psych-k8s=http://127.0.0.1:12380
 	pki
-	containerd_config
 	network
+	wait_for "etcd" 60 curl -sf http://127.0.0.1:12379/health
+	start kube-apiserver "$L/kube-apiserver.log" "$BIN/kube-apiserver" \
+		--etcd-servers=http://127.0.0.1:12379 --bind-address=127.0.0.1 --advertise-address=$HOSTIP \
+		--secure-port=$APIPORT --service-cluster-ip-range=$SERVICES \
+		--tls-cert-file="$DATA/pki/apiserver.crt" --tls-private-key-file="$DATA/pki/apiserver.key" \
+		--client-ca-file="$DATA/pki/ca.crt" --service-account-issuer=https://kubernetes.default.svc \
+		--service-account-key-file="$DATA/pki/sa.pub" --service-account-signing-key-file="$DATA/pki/sa.key" \
+		--authorization-mode=Node,RBAC --allow-privileged=true \
+		--kubelet-client-certificate="$DATA/pki/apiserver-kubelet-client.crt" \
+		--kubelet-client-key="$DATA/pki/apiserver-kubelet-client.key" \
+		--kubelet-preferred-address-types=Hostname --profiling=false
+	containerd_config
 	kubelet_config
 	# The kubelet's cgroupRoot must exist in every hierarchy (a cpuset one
 	# with its parent's cpus and mems).
@@ -368,26 +390,6 @@ up() {
 			fi
 		fi
 	done
-	local L=$DATA/logs
-	# The node's images (cached: made ahead by CI's background phase)
-	# while etcd and the apiserver start; the containerd starts on them.
-	(prepare) &
-	local prep=$!
-	start etcd "$L/etcd.log" etcd --name psych-k8s --data-dir "$DATA/etcd" \
-		--listen-client-urls http://127.0.0.1:12379 --advertise-client-urls http://127.0.0.1:12379 \
-		--listen-peer-urls http://127.0.0.1:12380 --initial-advertise-peer-urls http://127.0.0.1:12380 \
-		--initial-cluster psych-k8s=http://127.0.0.1:12380
-	wait_for "etcd" 60 curl -sf http://127.0.0.1:12379/health
-	start kube-apiserver "$L/kube-apiserver.log" "$BIN/kube-apiserver" \
-		--etcd-servers=http://127.0.0.1:12379 --bind-address=127.0.0.1 --advertise-address=$HOSTIP \
-		--secure-port=$APIPORT --service-cluster-ip-range=$SERVICES \
-		--tls-cert-file="$DATA/pki/apiserver.crt" --tls-private-key-file="$DATA/pki/apiserver.key" \
-		--client-ca-file="$DATA/pki/ca.crt" --service-account-issuer=https://kubernetes.default.svc \
-		--service-account-key-file="$DATA/pki/sa.pub" --service-account-signing-key-file="$DATA/pki/sa.key" \
-		--authorization-mode=Node,RBAC --allow-privileged=true \
-		--kubelet-client-certificate="$DATA/pki/apiserver-kubelet-client.crt" \
-		--kubelet-client-key="$DATA/pki/apiserver-kubelet-client.key" \
-		--kubelet-preferred-address-types=Hostname --profiling=false
 	wait "$prep" || die "preparing the node's images failed"
 	seed
 	start containerd "$L/containerd.log" containerd --config "$RUN/containerd/config.toml"
