@@ -40,17 +40,21 @@ image: deps
 serve-image: deps
 	GO='$(GO)' ./scripts/serve-image.sh
 
-# k8s-up, k8s-test, k8s-down: a one-node Kubernetes cluster on this machine
-# (test/k8s/cluster.sh: Kubernetes K8S_VERSION built from its sources
-# through the Go module proxy, cached under /var/cache/psych/k8s; Debian's
-# etcd; a containerd of its own), deploy/kubernetes applied to it and
-# test/k8s's end-to-end tests. k8s-test starts and takes down a cluster of
-# its own unless one is up; k8s-down ends what k8s-up started, by its
-# recorded pids, and removes everything it made. Needs root; pulls nothing.
+# k8s-prepare, k8s-up, k8s-test, k8s-down: a one-node Kubernetes cluster
+# on this machine (test/k8s/cluster.sh: Kubernetes K8S_VERSION built from
+# its sources through the Go module proxy, cached under
+# /var/cache/psych/k8s; Debian's etcd; a containerd of its own),
+# deploy/kubernetes applied to it and test/k8s's end-to-end tests.
+# k8s-prepare makes the node's images ahead of a start (CI runs it in the
+# background); k8s-test starts and takes down a cluster of its own unless
+# one is up; k8s-down ends what k8s-up started, by its recorded pids, and
+# removes everything it made. Needs root; pulls nothing.
 K8S_VERSION ?= v1.37.2
 K8S_RUN     ?=
 K8S_BENCH   ?=
-.PHONY: k8s-up k8s-test k8s-down
+.PHONY: k8s-prepare k8s-up k8s-test k8s-down
+k8s-prepare: deps
+	GO='$(GO)' K8S_VERSION='$(K8S_VERSION)' ./test/k8s/cluster.sh prepare
 k8s-up: deps
 	GO='$(GO)' K8S_VERSION='$(K8S_VERSION)' ./test/k8s/cluster.sh up
 k8s-test: deps

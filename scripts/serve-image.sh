@@ -6,10 +6,11 @@
 # psych and psych-full at /usr/local/bin. Its command is `psych serve`; the
 # manifests (deploy/kubernetes) give its flags.
 #
-# The archive is cached under PSYCH_IMAGE_CACHE/serve/<hash of the runs'
-# image and the binaries> and imported into the containerd at
-# CONTAINERD_ADDRESS, namespace SERVE_IMAGE_NAMESPACE (k8s.io: the one a
-# kubelet's CRI reads), where that containerd answers. Needs root.
+# The archive is cached under PSYCH_SERVE_IMAGE_CACHE/<hash of the runs'
+# image and psych's sources> (a warm call builds nothing) and imported
+# into the containerd at CONTAINERD_ADDRESS, namespace
+# SERVE_IMAGE_NAMESPACE (k8s.io: the one a kubelet's CRI reads), where
+# that containerd answers. Needs root.
 set -euo pipefail
 export PATH=$PATH:/usr/sbin:/sbin
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -39,24 +40,28 @@ if [ -z "$base" ]; then
 fi
 [ -s "$base" ] || die "no runs' image archive under $RUNS_CACHE"
 
-# The binaries, static, as make build links them.
-work=$(mktemp -d /var/tmp/psych-serve-image.XXXXXX)
-trap 'rm -rf --one-file-system "$work"' EXIT
-log "building psych and psych-full (static)"
-"$GO" build -tags netgo,osusergo -ldflags '-linkmode=external -extldflags=-static' \
-	-o "$work/bin/" ./cmd/psych ./cmd/psych-full || die "go build failed"
-
+# The recipe: the runs' image (its cache directory is named by its own
+# recipe), the Go toolchain, the module's requirements, every non-test Go
+# source of the module and this script. A warm call builds nothing.
 recipe=$( {
 	echo "ref=$SERVE_IMAGE_REF"
-	sha256sum "$base" | cut -d' ' -f1
-	cat "$work/bin/psych" "$work/bin/psych-full" scripts/serve-image.sh | sha256sum
+	echo "$base $(stat -c '%s %Y' "$base")"
+	"$GO" version
+	cat go.mod go.sum scripts/serve-image.sh
+	find . -name '*.go' ! -name '*_test.go' -print0 | sort -z | xargs -0 sha256sum
 } | sha256sum | cut -c1-16)
 dir=$CACHE/$recipe
 archive=$dir/image.tar
+work=$(mktemp -d /var/tmp/psych-serve-image.XXXXXX)
+trap 'rm -rf --one-file-system "$work"' EXIT
 mkdir -p "$CACHE"
 exec 9>"$CACHE/.lock"
 flock 9
 if [ ! -s "$archive" ] || [ ! -s "$dir/digest" ]; then
+	# The binaries, static, as make build links them.
+	log "building psych and psych-full (static)"
+	"$GO" build -tags netgo,osusergo -ldflags '-linkmode=external -extldflags=-static' \
+		-o "$work/bin/" ./cmd/psych ./cmd/psych-full || die "go build failed"
 	root=$work/rootfs
 	mkdir -p "$root"
 	layer=$(tar -xOf "$base" manifest.json | sed -n 's/.*"Layers":\["\([^"]*\)"\].*/\1/p')

@@ -49,14 +49,16 @@ fi
 start=$(date +%s)
 # One invocation for the five, so their shared packages (most of them) are
 # compiled once and the links overlap; stripped (-s -w), which shortens
-# the links and shrinks the binaries. K8S_BUILD_P (default: the cores)
-# bounds the compilations at once.
+# the links and shrinks the binaries, and compiled without DWARF
+# (-dwarf=false), which the stripped links would drop anyway: 6% less CPU
+# and 20% less peak memory per compile in a sample (docs/bench). K8S_BUILD_P
+# (default: the cores) bounds the compilations at once.
 pkgs=()
 for b in "${bins[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
 tmp="$out/.tmp"
 rm -rf "$tmp"
 mkdir -p "$tmp"
-$GO build -p "${K8S_BUILD_P:-$(nproc)}" -trimpath -ldflags='-s -w' -tags tools -o "$tmp/" "${pkgs[@]}"
+$GO build -p "${K8S_BUILD_P:-$(nproc)}" -trimpath -gcflags=all=-dwarf=false -ldflags='-s -w' -tags tools -o "$tmp/" "${pkgs[@]}"
 for b in "${bins[@]}"; do mv "$tmp/$b" "$out/$b"; done
 rmdir "$tmp"
 echo "k8s: built ${bins[*]} $K8S_VERSION in $(($(date +%s) - start)) s into $out"

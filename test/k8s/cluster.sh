@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# cluster.sh up|down|env: a one-node Kubernetes cluster on this machine for
+# cluster.sh up|down|verify|env|prepare: a one-node Kubernetes cluster on this machine for
 # test/k8s (make k8s-up, k8s-test, k8s-down), from Kubernetes' own sources
 # (build.sh) and Debian's packages only; it never pulls an image.
 #
-#   up    builds what is missing (the five binaries, the pause image, psych
-#         serve's image), then starts, each recording its pid in $RUN/pids:
-#         Debian's etcd, a containerd of its own (its own socket, root,
-#         state and runc root, beside the one scripts/engines.sh runs, never
-#         touching it), kube-apiserver, kube-controller-manager,
-#         kube-scheduler and kubelet; imports the images; waits for the node
-#         to be Ready. No kube-proxy: the host reaches pod IPs directly.
+#   prepare  builds the node's images (the pause image, psych serve's)
+#         where they are not cached and imports and unpacks them once into
+#         a containerd root kept under $K8S_CACHE/node-images.
+#   up    builds what is missing (the five binaries; prepare, while etcd
+#         and the apiserver start), then starts, each recording its pid in
+#         $RUN/pids: Debian's etcd, kube-apiserver, a containerd of its own
+#         (its own socket, root, state and runc root, beside the one
+#         scripts/engines.sh runs, never touching it) on a root linked from
+#         the prepared one, so it imports nothing, kube-controller-manager,
+#         kube-scheduler and kubelet; waits for the node to be Ready. No
+#         kube-proxy: the host reaches pod IPs directly.
 #   down  ends what up started, by the recorded pids only (the containers'
 #         shims of the lane's containerd and the processes in the lane's
 #         cgroup root, which only the lane starts, included); removes its
@@ -33,6 +37,8 @@ K8S_CACHE=${K8S_CACHE:-/var/cache/psych/k8s}
 RUN=${PSYCH_K8S_RUN:-/run/psych-k8s}
 DATA=${PSYCH_K8S_DATA:-/var/lib/psych-k8s}
 BIN=$K8S_CACHE/bin-$K8S_VERSION
+SEEDS=$K8S_CACHE/node-images
+SERVE_CACHE=${PSYCH_SERVE_IMAGE_CACHE:-/var/cache/psych/serve-image}
 BRIDGE=psychk8s0
 SUBNET=10.233.77.0/24
 HOSTIP=10.233.77.1
@@ -87,13 +93,16 @@ alive() { recorded "$1" >/dev/null; }
 
 kubectl() { "$BIN/kubectl" --kubeconfig "$KCFG" "$@"; }
 
+# pki: the lane's CA, certificates and service-account key, on P-256
+# (an RSA-2048 key costs about 0.4 s of CPU on the loaded machine, six of
+# them 2.5 s of the start; a P-256 one 0.05 s).
 pki() {
 	local d=$DATA/pki
 	mkdir -p "$d"
 	cd "$d"
-	openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=psych-k8s-ca 2>/dev/null
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=psych-k8s-ca 2>/dev/null
 	cert() { # name CN O [SAN]
-		openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "/CN=$2${3:+/O=$3}" 2>/dev/null
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$1.key" -out "$1.csr" -subj "/CN=$2${3:+/O=$3}" 2>/dev/null
 		if [ -n "${4:-}" ]; then
 			printf 'subjectAltName=%s\n' "$4" >"$1.ext"
 			openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$1.crt" -days 2 -extfile "$1.ext" 2>/dev/null
@@ -105,8 +114,8 @@ pki() {
 	cert admin psych-k8s-admin system:masters
 	cert kubelet system:node:localhost system:nodes
 	cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
-	openssl genrsa -out sa.key 2048 2>/dev/null
-	openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+	openssl ecparam -name prime256v1 -genkey -noout -out sa.key
+	openssl ec -in sa.key -pubout -out sa.pub 2>/dev/null
 	kubeconfig() { # file cert
 		cat >"$1" <<-EOF
 			apiVersion: v1
@@ -221,16 +230,106 @@ kubelet_config() {
 	EOF
 }
 
-images() {
-	local work
-	work=$(mktemp -d /var/tmp/psych-pause.XXXXXX)
-	CGO_ENABLED=0 "$GO" build -C "$repo" -o "$work/root/pause" ./test/k8s/pause
-	"$GO" run -C "$repo" ./internal/cmd/mkimage -root "$work/root" -ref localhost/pause:psych -cmd /pause \
-		-empty dev -empty proc -empty sys -o "$work/pause.tar" >/dev/null
-	ctr -a "$SOCK" -n k8s.io images import "$work/pause.tar" >/dev/null
-	rm -rf "$work"
-	log "imported localhost/pause:psych"
-	CONTAINERD_ADDRESS=$SOCK SERVE_IMAGE_NAMESPACE=k8s.io GO="$GO" "$repo/scripts/serve-image.sh"
+# prepare: the node's images, made ahead of a start: psych serve's image
+# archive (scripts/serve-image.sh, cached by its recipe) and the pause
+# image, imported and unpacked by a containerd of its own (its own socket,
+# root and state under a temporary directory; no CRI) into a root kept
+# under $SEEDS/<key>, the key naming both images and the containerd. up
+# links that root into the lane's containerd (cp -al: the unpacked layers
+# and blobs are shared, read only; the databases are copied), so a start
+# imports nothing. CI runs it in the background while make test runs; up
+# runs it too, and finds it made unless psych's code changed.
+prepare() {
+	local work pid serve digest key seed i c
+	for c in containerd ctr; do command -v $c >/dev/null || die "$c is missing (scripts/engines.sh installs it)"; done
+	work=$(mktemp -d /var/tmp/psych-k8s-prepare.XXXXXX)
+	# shellcheck disable=SC2064
+	trap "prepare_cleanup '$work'" EXIT
+	mkdir -p "$SEEDS"
+	exec 8>"$SEEDS/.lock"
+	flock 8
+	CONTAINERD_ADDRESS=$work/none GO="$GO" "$repo/scripts/serve-image.sh"
+	serve=$(cat "$SERVE_CACHE/latest")
+	digest=$(cat "$(dirname "$serve")/digest")
+	[ -s "$serve" ] && [ -n "$digest" ] || die "no psych serve image archive under $SERVE_CACHE"
+	key=$({
+		echo "$digest"
+		cat "$repo"/test/k8s/pause/*.go "$repo"/internal/cmd/mkimage/*.go "$repo"/internal/ociarchive/*.go
+		containerd --version
+	} | sha256sum | cut -c1-16)
+	seed=$SEEDS/$key
+	if [ ! -f "$seed/done" ]; then
+		rm -rf --one-file-system "$seed"
+		CGO_ENABLED=0 "$GO" build -C "$repo" -o "$work/pause/pause" ./test/k8s/pause
+		"$GO" run -C "$repo" ./internal/cmd/mkimage -root "$work/pause" -ref localhost/pause:psych -cmd /pause \
+			-empty dev -empty proc -empty sys -o "$work/pause.tar" >/dev/null
+		cat >"$work/config.toml" <<-EOF
+			version = 2
+			root = "$seed/root"
+			state = "$work/state"
+			disabled_plugins = ["io.containerd.grpc.v1.cri"]
+			[grpc]
+			  address = "$work/containerd.sock"
+			[ttrpc]
+			  address = "$work/containerd.sock.ttrpc"
+			[plugins."io.containerd.internal.v1.opt"]
+			  path = "$work/opt"
+		EOF
+		setsid containerd --config "$work/config.toml" </dev/null >"$work/containerd.log" 2>&1 &
+		pid=$!
+		echo "$pid" >"$work/pid"
+		for ((i = 0; i < 300; i++)); do
+			ctr -a "$work/containerd.sock" version >/dev/null 2>&1 && break
+			kill -0 "$pid" 2>/dev/null || die "the preparing containerd exited: $(tail -n 5 "$work/containerd.log")"
+			sleep 0.2
+		done
+		log "importing and unpacking the node's images into $seed"
+		ctr -a "$work/containerd.sock" -n k8s.io images import "$work/pause.tar" >/dev/null || die "importing the pause image failed"
+		ctr -a "$work/containerd.sock" -n k8s.io images import "$serve" >/dev/null || die "importing psych serve's image failed"
+		kill -TERM "$pid"
+		wait "$pid" || true
+		rm -f "$work/pid"
+		touch "$seed/done"
+		for i in "$SEEDS"/*/; do
+			[ "${i%/}" = "$seed" ] || rm -rf --one-file-system "${i%/}"
+		done
+	fi
+	echo "$key" >"$SEEDS/latest"
+	log "prepared: the node's images in $seed"
+}
+
+prepare_cleanup() {
+	local work=$1 pid
+	if [ -s "$work/pid" ]; then
+		read -r pid <"$work/pid"
+		kill -KILL "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	fi
+	awk -v a="$work/" -v b="$SEEDS/" 'index($2, a) == 1 || index($2, b) == 1 {print $2}' /proc/self/mounts | sort -r |
+		while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" || true; done
+	rm -rf --one-file-system "$work"
+}
+
+# seed: the lane's containerd root from the prepared one: every directory
+# made anew, the unpacked layers and the blobs hard-linked (containerd
+# only reads them, and removes them by unlinking), every other file (the
+# databases) copied; all of it copied where the two are on different
+# filesystems.
+seed() {
+	local key from to=$DATA/containerd/root
+	key=$(cat "$SEEDS/latest" 2>/dev/null) || die "no prepared images (cluster.sh prepare)"
+	from=$SEEDS/$key/root
+	[ -f "$SEEDS/$key/done" ] && [ -d "$from" ] || die "no prepared images in $SEEDS/$key"
+	mkdir -p "$DATA/containerd"
+	if ! cp -al "$from" "$to" 2>/dev/null; then
+		log "cannot link $from into $to (another filesystem?): copying it"
+		rm -rf --one-file-system "$to"
+		cp -a "$from" "$to"
+	fi
+	(cd "$from" && find . -type f ! -path './io.containerd.content.v1.content/blobs/*' \
+		! -path './io.containerd.snapshotter.v1.overlayfs/snapshots/*' -print0) |
+		while IFS= read -r -d '' f; do cp --remove-destination -p "$from/$f" "$to/$f"; done
+	log "seeded the lane's containerd with the prepared images ($key)"
 }
 
 up() {
@@ -253,9 +352,31 @@ up() {
 	: >"$RUN/made"
 	for s in $SYSCTLS; do echo "$s $(sysctl -n "$s")"; done >"$RUN/sysctls"
 	echo "$t0" >"$RUN/started"
+	local L=$DATA/logs
+	# The node's images (cached: made ahead by CI's background phase)
+	# while etcd and the apiserver start; the containerd starts on them.
+	# etcd needs none of the set-up below, the apiserver its certificates
+	# and address only, the containerd and the kubelet the rest.
+	(prepare) &
+	local prep=$!
+	start etcd "$L/etcd.log" etcd --name psych-k8s --data-dir "$DATA/etcd" \
+		--listen-client-urls http://127.0.0.1:12379 --advertise-client-urls http://127.0.0.1:12379 \
+		--listen-peer-urls http://127.0.0.1:12380 --initial-advertise-peer-urls http://127.0.0.1:12380 \
+		--initial-cluster psych-k8s=http://127.0.0.1:12380
 	pki
-	containerd_config
 	network
+	wait_for "etcd" 60 curl -sf http://127.0.0.1:12379/health
+	start kube-apiserver "$L/kube-apiserver.log" "$BIN/kube-apiserver" \
+		--etcd-servers=http://127.0.0.1:12379 --bind-address=127.0.0.1 --advertise-address=$HOSTIP \
+		--secure-port=$APIPORT --service-cluster-ip-range=$SERVICES \
+		--tls-cert-file="$DATA/pki/apiserver.crt" --tls-private-key-file="$DATA/pki/apiserver.key" \
+		--client-ca-file="$DATA/pki/ca.crt" --service-account-issuer=https://kubernetes.default.svc \
+		--service-account-key-file="$DATA/pki/sa.pub" --service-account-signing-key-file="$DATA/pki/sa.key" \
+		--authorization-mode=Node,RBAC --allow-privileged=true \
+		--kubelet-client-certificate="$DATA/pki/apiserver-kubelet-client.crt" \
+		--kubelet-client-key="$DATA/pki/apiserver-kubelet-client.key" \
+		--kubelet-preferred-address-types=Hostname --profiling=false
+	containerd_config
 	kubelet_config
 	# The kubelet's cgroupRoot must exist in every hierarchy (a cpuset one
 	# with its parent's cpus and mems).
@@ -269,26 +390,9 @@ up() {
 			fi
 		fi
 	done
-	local L=$DATA/logs
-	start etcd "$L/etcd.log" etcd --name psych-k8s --data-dir "$DATA/etcd" \
-		--listen-client-urls http://127.0.0.1:12379 --advertise-client-urls http://127.0.0.1:12379 \
-		--listen-peer-urls http://127.0.0.1:12380 --initial-advertise-peer-urls http://127.0.0.1:12380 \
-		--initial-cluster psych-k8s=http://127.0.0.1:12380
+	wait "$prep" || die "preparing the node's images failed"
+	seed
 	start containerd "$L/containerd.log" containerd --config "$RUN/containerd/config.toml"
-	wait_for "etcd" 60 curl -sf http://127.0.0.1:12379/health
-	start kube-apiserver "$L/kube-apiserver.log" "$BIN/kube-apiserver" \
-		--etcd-servers=http://127.0.0.1:12379 --bind-address=127.0.0.1 --advertise-address=$HOSTIP \
-		--secure-port=$APIPORT --service-cluster-ip-range=$SERVICES \
-		--tls-cert-file="$DATA/pki/apiserver.crt" --tls-private-key-file="$DATA/pki/apiserver.key" \
-		--client-ca-file="$DATA/pki/ca.crt" --service-account-issuer=https://kubernetes.default.svc \
-		--service-account-key-file="$DATA/pki/sa.pub" --service-account-signing-key-file="$DATA/pki/sa.key" \
-		--authorization-mode=Node,RBAC --allow-privileged=true \
-		--kubelet-client-certificate="$DATA/pki/apiserver-kubelet-client.crt" \
-		--kubelet-client-key="$DATA/pki/apiserver-kubelet-client.key" \
-		--kubelet-preferred-address-types=Hostname --profiling=false
-	wait_for "containerd" 60 ctr -a "$SOCK" version
-	images &
-	local imgs=$!
 	wait_for "kube-apiserver" 120 "$BIN/kubectl" --kubeconfig "$KCFG" get --raw /readyz
 	start kube-controller-manager "$L/kube-controller-manager.log" "$BIN/kube-controller-manager" \
 		--kubeconfig="$KCFG" --authentication-kubeconfig="$KCFG" --authorization-kubeconfig="$KCFG" \
@@ -298,7 +402,7 @@ up() {
 	start kube-scheduler "$L/kube-scheduler.log" "$BIN/kube-scheduler" \
 		--kubeconfig="$KCFG" --authentication-kubeconfig="$KCFG" --authorization-kubeconfig="$KCFG" \
 		--bind-address=127.0.0.1 --secure-port=0 --leader-elect=false --profiling=false
-	wait "$imgs" || die "building or importing the images failed"
+	wait_for "containerd" 60 ctr -a "$SOCK" version
 	# --node-ip is the bridge's host address: the kubelet refuses a
 	# loopback one ("nodeIP can't be loopback address") and then reports
 	# no address at all, not even its Hostname, which the apiserver
@@ -354,9 +458,14 @@ down() {
 		log "nothing is up"
 		return 0
 	}
-	# The pods first, gracefully, while the control plane is up.
+	# The pods first, gracefully (psych serve drains and ends its runs'
+	# sandboxes), while the control plane is up: their Deployment and
+	# ReplicaSets so none is replaced, then the pods, waited for. Not the
+	# namespace: its deletion sweeps every resource type (38 s at load 20),
+	# and all of it goes with etcd's data.
 	if alive kube-apiserver && alive kubelet; then
-		kubectl delete namespace psych --ignore-not-found --wait=true --timeout=90s >/dev/null 2>&1 || true
+		kubectl -n psych delete deployment,replicaset,pod --all --ignore-not-found --wait=true --timeout=90s >/dev/null 2>&1 || true
+		log "deleted psych's pods"
 	fi
 	# The control plane and the node, in reverse order.
 	local name pid n
@@ -376,6 +485,7 @@ down() {
 	done
 	left=$(pids_of_lane | live)
 	[ -z "$left" ] || log "WARN: still alive: $left"
+	log "ended the lane's processes"
 	# Mounts under the lane's directories, deepest first.
 	awk -v a="$RUN/" -v b="$DATA/" 'index($2, a) == 1 || index($2, b) == 1 {print $2}' /proc/self/mounts | sort -r |
 		while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" || true; done
@@ -440,6 +550,7 @@ verify() {
 
 case "${1:-}" in
 up) up ;;
+prepare) prepare ;;
 down) down ;;
 verify) verify ;;
 env)
@@ -447,7 +558,7 @@ env)
 	echo "PSYCH_K8S_KUBECTL=$BIN/kubectl"
 	;;
 *)
-	echo "usage: cluster.sh up|down|verify|env" >&2
+	echo "usage: cluster.sh up|down|verify|env|prepare" >&2
 	exit 2
 	;;
 esac
