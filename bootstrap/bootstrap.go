@@ -95,7 +95,12 @@
 //     N, "figure-N-K.png" for its K-th capture. A figure that cannot be
 //     written is named on stderr. Without "figures", or for a program that
 //     never imports matplotlib, nothing of this runs but a meta-path
-//     finder's name check per import.
+//     finder's name check per import. When matplotlib is imported, each
+//     font list the host built for the interpreter (FontsDir,
+//     "fontlist-vN.json", at most 1 MiB) is copied into matplotlib's cache
+//     directory unless a file of that name is there, so that font_manager
+//     loads it instead of building its own; anything that fails leaves
+//     matplotlib to build it, as it would anyway.
 //   - SIGXFSZ is ignored, so a write past RLIMIT_FSIZE is an OSError (EFBIG).
 //   - The channel fd is close-on-exec: programs the program runs never get it.
 //   - A forked child that runs off the end of the program exits with its own
@@ -169,6 +174,11 @@ var Source string
 // ExitBootstrap is the exit status of a bootstrap that could not start the
 // program (a bad start frame or channel) or could not send its result.
 const ExitBootstrap = 125
+
+// FontsDir is where a run finds, read-only, the matplotlib font lists the
+// host built for its interpreter ("fontlist-vN.json", N being
+// font_manager.FontManager.__version__); see Figures above.
+const FontsDir = "/.psych/matplotlib"
 
 // Rlimit is one resource limit the bootstrap applies to itself before it
 // reads the start frame. Name is the suffix of resource.RLIMIT_NAME ("CPU",

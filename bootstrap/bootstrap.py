@@ -37,7 +37,7 @@ __builtins__ = BUILTINS
 IMPORT = builtins.__import__
 os_read, os_write, os_fstat, os_stat, os_exit = os.read, os.write, os.fstat, os.stat, os._exit
 os_close, os_closerange, os_sysconf, os_listdir = os.close, os.closerange, os.sysconf, os.listdir
-os_mkdir = os.mkdir
+os_mkdir, os_open, os_unlink = os.mkdir, os.open, os.unlink
 getpid = os.getpid  # also: a program mocking os.getpid must not fool the fork check
 getrecursionlimit, setrecursionlimit = sys.getrecursionlimit, sys.setrecursionlimit
 isfinite = math.isfinite
@@ -58,6 +58,10 @@ TB_LIMIT = 1000  # frames shown of one traceback: the last ones, as python's own
 MAX_EXCEPTIONS = 100  # exceptions shown of one failure (its causes and contexts)
 MAX_TRACEBACK = 1 << 20  # characters of a failure's traceback; past it, its head is cut
 PID = getpid()
+# The font lists the host built for this interpreter (bootstrap.FontsDir),
+# read-only; seed_fonts copies them into matplotlib's cache directory.
+FONTS_DIR = "/.psych/matplotlib"
+MAX_FONT_LIST = 1 << 20  # bytes of one font list copied; past it, matplotlib builds its own
 ModuleType = type(sys)
 CodeType = type(sys._getframe().f_code)
 
@@ -684,6 +688,7 @@ class Figures:
         try:
             if name == "matplotlib":
                 module.use("agg")
+                seed_fonts(module)
             else:
                 capture = self.capture
 
@@ -722,6 +727,41 @@ class Figures:
                     sys.modules["matplotlib.pyplot"].close(fig)
             except Exception as e:
                 say("psych: figure %s not captured: %s\n" % (num, safe_str(e)))
+
+
+def seed_fonts(mpl):
+    """Copies each font list the host built (FONTS_DIR, "fontlist-vN.json")
+    into matplotlib's cache directory, where font_manager looks for its own,
+    unless a file of that name is there already. Whatever fails leaves
+    matplotlib to build its list itself, as it would anyway."""
+    try:
+        names = [n for n in os_listdir(FONTS_DIR) if n[:10] == "fontlist-v" and n[-5:] == ".json"]
+    except OSError:
+        return  # none built: no matplotlib on the host's side, or another view
+    if not names:
+        return
+    cache = mpl.get_cachedir()
+    for name in names:
+        src = dst = -1
+        path = cache + "/" + name
+        try:
+            src = os_open(FONTS_DIR + "/" + name, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            data = os_read(src, MAX_FONT_LIST + 1)
+            if len(data) > MAX_FONT_LIST:
+                continue
+            dst = os_open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            while data:
+                data = data[os_write(dst, data):]
+        except OSError:
+            if dst >= 0:  # cut short (file_size_bytes, a full tmpfs): not left half written
+                try:
+                    os_unlink(path)
+                except OSError:
+                    pass
+        finally:
+            for fd in (src, dst):
+                if fd >= 0:
+                    os_close(fd)
 
 
 # --- running the program ------------------------------------------------------

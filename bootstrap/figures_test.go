@@ -128,3 +128,11 @@ func TestFiguresPreloaded(t *testing.T) {
 		t.Fatalf("figures %v, want figure-1.png; stderr:\n%s", got, o.stderr)
 	}
 }
+
+// TestFontsDir: the bootstrap looks for the host's font lists where the
+// backends put them (FontsDir).
+func TestFontsDir(t *testing.T) {
+	if want := "FONTS_DIR = \"" + bootstrap.FontsDir + "\"\n"; !strings.Contains(bootstrap.Source, want) {
+		t.Fatalf("bootstrap.py has no %q", want)
+	}
+}

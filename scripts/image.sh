@@ -4,9 +4,9 @@
 # (localhost/psych-python:3.11): a Debian bookworm minbase with python3 at
 # /usr/bin/python3 (label io.psych.python), netbase, ca-certificates, tzdata,
 # libpython3.11-testsuite and the data libraries (numpy, pandas, matplotlib,
-# scipy, PIL); docs, man pages, locales and apt's lists
-# stripped; no psych code (the init and the bootstrap reach each container
-# per run).
+# scipy, PIL) with matplotlib's font list built at /.psych/matplotlib; docs,
+# man pages, locales and apt's lists stripped; no psych code (the init and the
+# bootstrap reach each container per run).
 #
 # The archive is cached under PSYCH_IMAGE_CACHE/<recipe hash> (default
 # /var/cache/psych/image), so a clean clone on the same machine reuses it; a
@@ -74,6 +74,17 @@ if [ ! -s "$archive" ] || [ ! -s "$dir/digest" ]; then
 	rm -rf --one-file-system "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* \
 		"$root"/usr/share/locale/* "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/* "$root"/var/log/* \
 		"$root"/var/cache/debconf/*-old
+	# matplotlib's font list, built once here by the image's interpreter
+	# over the image's own fonts (the paths every run sees: its root is this
+	# tree), for every run to find read-only in /.psych/matplotlib
+	# (bootstrap.FontsDir): no run builds it (docs/files-and-figures.md).
+	fonts=$root/.psych/matplotlib
+	mkdir -p "$fonts"
+	chroot "$root" /usr/bin/env -i HOME=/nonexistent MPLCONFIGDIR=/.psych/matplotlib PATH=/usr/bin:/bin LC_ALL=C.UTF-8 \
+		/usr/bin/python3 -I -B -c 'import matplotlib.font_manager' || die "building matplotlib's font list failed"
+	find "$fonts" -mindepth 1 ! -name 'fontlist-v*.json' -exec rm -rf {} +
+	ls "$fonts"/fontlist-v*.json >/dev/null 2>&1 || die "matplotlib wrote no font list"
+	chmod 0755 "$root/.psych" "$fonts" && chmod 0644 "$fonts"/fontlist-v*.json
 	log "writing the image archive"
 	"$GO" run ./internal/cmd/mkimage -root "$root" -ref "$IMAGE_REF" \
 		-label io.psych.python=/usr/bin/python3 \

@@ -113,9 +113,11 @@ type Config struct {
 	// CacheDir holds what New learns about the interpreter (its prefixes,
 	// version and the bootstrap compiled by it), so that a later New for
 	// the same interpreter file starts no interpreter. It must be
-	// absolute. Empty: $XDG_CACHE_HOME/psych when that is absolute, else
+	// absolute. It also holds matplotlib's font list, built once per
+	// interpreter for the runs to load (docs/files-and-figures.md).
+	// Empty: $XDG_CACHE_HOME/psych when that is absolute, else
 	// /var/cache/psych for a root host, else $HOME/.cache/psych. "-": no
-	// cache. A cache directory that is not trusted or cannot be used is
+	// cache, and no font list. A cache directory that is not trusted or cannot be used is
 	// bypassed with a warning, never an error (see the package doc).
 	CacheDir string
 	// Pool keeps sandboxes started ahead of requests (see

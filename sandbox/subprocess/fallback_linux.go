@@ -121,7 +121,7 @@ func newFallback(python string, prefixes []string) (fallback, error) {
 	// in of /etc, read-only; and the host's own versions of the files a
 	// view makes (the users and groups, the hosts file, the name service's
 	// configuration), where the view has its own.
-	etc := append([]string{"/etc/ld.so.cache"}, host.HostEtc()...)
+	etc := append([]string{"/etc/ld.so.cache", fontconfigEtc}, host.HostEtc()...)
 	etc = append(etc, host.DebianPythonEtc()...)
 	etc = append(etc, "/etc/passwd", "/etc/group", "/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf", "/etc/gai.conf")
 	for _, f := range etc {

@@ -154,6 +154,7 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 		p.Mounts = append(p.Mounts,
 			reexec.Mount{Kind: reexec.Mkdir, Target: bootDir, Mode: 0o755},
 			reexec.Mount{Kind: reexec.File, Target: bootFile, Mode: 0o444, Data: s.launcher.Code()})
+		p.Mounts = append(p.Mounts, fontMounts(s.fonts)...)
 		p.Args = append([]string{s.python}, s.launcher.FileArgs(bootFile, 3)...)
 	}
 	if r.req == nil {

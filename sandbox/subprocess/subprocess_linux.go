@@ -47,6 +47,7 @@ type Sandbox struct {
 	// them every run takes the fallback.
 	userns   bool
 	view     *view
+	fonts    *pyfacts.FontList // matplotlib's, for viewed runs; nil without
 	filter   *seccomp.Filter
 	landlock uint64
 	// fallback is what a fallback run gets beyond the above; zero with
@@ -213,6 +214,7 @@ func New(cfg Config) (*Sandbox, error) {
 		view     *view
 		launcher *bootstrap.Launcher
 		prefixes []string
+		fonts    *pyfacts.FontList
 		err      error
 	}
 	var l learned
@@ -224,6 +226,7 @@ func New(cfg Config) (*Sandbox, error) {
 		}
 		if err == nil {
 			l.launcher, err = bootstrap.NewLauncherCode(facts.Code)
+			l.fonts = learnFonts(python, facts.Prefixes, l.view, c.CacheDir, s.log)
 		}
 		l.err = err
 	}
@@ -298,7 +301,7 @@ func New(cfg Config) (*Sandbox, error) {
 		}
 	}
 	if s.userns || s.fallback.rootNS {
-		s.view, s.launcher = l.view, l.launcher
+		s.view, s.launcher, s.fonts = l.view, l.launcher, l.fonts
 	}
 	s.landlock = host.LandlockScopes()
 	s.hostNS = host.HostNamespaces()

@@ -121,6 +121,7 @@ func TestContractLandlockFallback(t *testing.T) {
 			"FiguresClosed":     noFigures,
 			"FiguresOverCap":    noFigures,
 			"FiguresForged":     noFigures,
+			"FiguresFontCache":  noFigures,
 		},
 	})
 }
@@ -155,7 +156,7 @@ func noWorkspace() map[string]string {
 	}
 	why := "an unprivileged host cannot mount a run's /work (Config.Files)"
 	return map[string]string{"FilesInOut": why, "FilesOutCaps": why, "FilesHostile": why, "FilesManyEmpty": why, "FreshTmp": why,
-		"FiguresTwo": noFigures, "FiguresShowTwice": noFigures, "FiguresClosed": noFigures, "FiguresOverCap": noFigures, "FiguresForged": noFigures}
+		"FiguresTwo": noFigures, "FiguresShowTwice": noFigures, "FiguresClosed": noFigures, "FiguresOverCap": noFigures, "FiguresForged": noFigures, "FiguresFontCache": noFigures}
 }
 
 // noFigures is why a run without a workspace the host holds has no

@@ -172,9 +172,9 @@ func resolveView(python string, prefixes []string) (*view, error) {
 		isPoint[m] = true
 	}
 	// The loader's cache, the host's network databases, trust store and
-	// alternatives, and the settings of its Debian Python packages, where
-	// it has them.
-	etc := append(append([]string{"/etc/ld.so.cache"}, host.HostEtc()...), <-debian...)
+	// alternatives, fontconfig's settings (fontconfigEtc), and the
+	// settings of its Debian Python packages, where it has them.
+	etc := append(append([]string{"/etc/ld.so.cache", fontconfigEtc}, host.HostEtc()...), <-debian...)
 	for i, p := range etc {
 		real, err := filepath.EvalSymlinks(p)
 		if err != nil || slices.ContainsFunc(etc[:i], func(q string) bool { return within(p, q) }) {

@@ -53,12 +53,17 @@ func BenchFigures(b *testing.B, sb sandbox.Sandbox, settle func()) {
 		{"line", work + "import matplotlib.pyplot as plt\nplt.plot(ys)\n", 1},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
+			var cpu float64 // the runs' own, from their cgroups: less shaken by a loaded host than the wall clock
 			for b.Loop() {
 				res, err := sb.Run(context.Background(), sandbox.Request{Code: tc.code})
 				if err != nil || res.Failure != nil || len(res.Artifacts) != tc.want {
 					b.Fatalf("%v, failure %v, %d artifacts, want %d", err, res.Failure, len(res.Artifacts), tc.want)
 				}
+				if res.Usage != nil {
+					cpu += res.Usage.CPUSeconds
+				}
 			}
+			b.ReportMetric(cpu/float64(b.N), "cpu-s/op")
 			if settle != nil {
 				settle()
 			}

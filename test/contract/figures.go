@@ -2,10 +2,13 @@ package contract
 
 import (
 	"bytes"
+	"encoding/json"
 	"image/png"
 	"reflect"
+	"strings"
 	"testing"
 
+	"github.com/psych-runtime/psych/bootstrap"
 	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 )
@@ -25,6 +28,7 @@ func (s *suite) figuresCases() []struct {
 		{"FiguresOverCap", s.figuresOverCap},
 		{"FiguresMissing", s.figuresMissing},
 		{"FiguresForged", s.figuresForged},
+		{"FiguresFontCache", s.figuresFontCache},
 	}
 }
 
@@ -200,5 +204,59 @@ plt.savefig(d + '/chart.png')`})
 	}
 	if len(res.Artifacts) != 1 || res.Artifacts[0].Name != "figure-1.png" || res.Artifacts[0].Width != 100 {
 		t.Fatalf("artifacts %+v: want figure-1.png, 100 pixels wide", res.Artifacts)
+	}
+}
+
+// figuresFontCache: a run that plots does not build matplotlib's font list:
+// font_manager loads the one the backend gave the run (the host built it,
+// or the image holds it), copied into the run's own cache directory; the
+// run cannot change what it was given (bootstrap.FontsDir is read-only).
+func (s *suite) figuresFontCache(t *testing.T) {
+	sb := s.b.New(t, Options{})
+	if !s.needMatplotlib(t, sb) {
+		return
+	}
+	res := s.runReq(t, sb, sandbox.Request{Code: `import errno, logging, os
+said = []
+class Said(logging.Handler):
+    def emit(self, record):
+        said.append(record.getMessage())
+log = logging.getLogger('matplotlib.font_manager')
+log.setLevel(logging.DEBUG)
+log.addHandler(Said())
+import matplotlib.pyplot as plt
+plt.plot([1, 2]); plt.title('fonts')
+plt.savefig('/tmp/chart.png')
+d = '` + bootstrap.FontsDir + `'
+given = sorted(os.listdir(d))
+refused = []
+for name in given:
+    for how in (lambda: open(d + '/' + name, 'r+b'), lambda: os.unlink(d + '/' + name), lambda: open(d + '/x.json', 'w')):
+        try:
+            how()
+            refused.append('written')
+        except OSError as e:
+            refused.append(errno.errorcode.get(e.errno, str(e.errno)))
+[m for m in said if 'fontManager' in m or 'Rebuilding' in m], given, refused`})
+	wantSuccess(t, res)
+	var got struct {
+		Said, Given, Refused []string
+	}
+	var raw []json.RawMessage
+	if err := json.Unmarshal(res.Value, &raw); err != nil || len(raw) != 3 ||
+		json.Unmarshal(raw[0], &got.Said) != nil || json.Unmarshal(raw[1], &got.Given) != nil || json.Unmarshal(raw[2], &got.Refused) != nil {
+		t.Fatalf("value %s: %v", res.Value, err)
+	}
+	if len(got.Given) != 1 || !strings.HasPrefix(got.Given[0], "fontlist-v") {
+		t.Fatalf("%s holds %q, want one font list; stderr:\n%s", bootstrap.FontsDir, got.Given, res.Stderr)
+	}
+	if len(got.Said) != 1 || !strings.HasPrefix(got.Said[0], "Using fontManager instance from /tmp/.cache/matplotlib/"+got.Given[0]) {
+		t.Fatalf("font_manager said %q, want only that it used the list in the run's cache; stderr:\n%s", got.Said, res.Stderr)
+	}
+	for _, r := range got.Refused {
+		if r != "EROFS" && r != "EACCES" && r != "EPERM" {
+			t.Errorf("writing the given font list: %q, want each refused (EROFS, EACCES or EPERM)", got.Refused)
+			break
+		}
 	}
 }

@@ -54,7 +54,7 @@ ROOTFS_PACKAGES=python3,libseccomp2,procps,kmod,netbase,ca-certificates # the vi
 # and a few hundred imports pass the per-binary timeout under TCG, and the
 # rootfs has no data libraries. A test marked so that this does not match
 # fails the lane.
-VM_HOST_ONLY='^(TestContractRootFallback|TestContractLandlockFallback|TestDebianModulesImportInRun|TestContract[A-Za-z]*/(DataLibraries|Preload|Figures(Two|ShowTwice|Closed|OverCap|Forged)))$'
+VM_HOST_ONLY='^(TestContractRootFallback|TestContractLandlockFallback|TestDebianModulesImportInRun|TestContract[A-Za-z]*/(DataLibraries|Preload|Figures(Two|ShowTwice|Closed|OverCap|Forged|FontCache)))$'
 # Bump when the rootfs recipe changes: the cache is rebuilt on a mismatch.
 ROOTFS_RECIPE=2
 

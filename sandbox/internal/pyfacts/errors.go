@@ -15,4 +15,10 @@ var (
 	// ErrNoExecutable: the running executable cannot be identified
 	// (SelfID, LoadExeBlob), so nothing can be cached under it.
 	ErrNoExecutable = errors.New("this executable cannot be identified")
+	// ErrBadFontList: what the font probe printed or wrote (or an entry
+	// held) is not a font list matplotlib would take (LoadFontList).
+	ErrBadFontList = errors.New("bad matplotlib font list")
+	// ErrNoMatplotlib: the interpreter has no matplotlib where a font list
+	// is looked for (LoadFontList): nothing to build.
+	ErrNoMatplotlib = errors.New("no matplotlib for this interpreter")
 )
