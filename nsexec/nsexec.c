@@ -853,7 +853,7 @@ static void drop_ids(struct plan *pl)
 
 // child_fds gives the interpreter its descriptors: in a container, stdin
 // from /dev/null (the engine's is not the program's); else the program's
-// channel as fd 3. -1 with errno on failure.
+// channel as PSYCH_FD_PROGRAM_WIRE. -1 with errno on failure.
 static int child_fds(void)
 {
 	if (container) {
@@ -863,7 +863,7 @@ static int child_fds(void)
 		close(null);
 		return 0;
 	}
-	if (dup2(PSYCH_FD_WIRE, PSYCH_FD_SYNC) < 0)
+	if (dup2(PSYCH_FD_WIRE, PSYCH_FD_PROGRAM_WIRE) < 0)
 		return -1;
 	close(PSYCH_FD_WIRE);
 	return 0;

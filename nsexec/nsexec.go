@@ -34,6 +34,8 @@ const (
 	FDWire  = C.PSYCH_FD_WIRE
 	FDPlan  = C.PSYCH_FD_PLAN
 	FDTrees = C.PSYCH_FD_TREES
+	// FDProgramWire is the program's channel as the interpreter gets it.
+	FDProgramWire = C.PSYCH_FD_PROGRAM_WIRE
 
 	PlanMagic    = C.PSYCH_PLAN_MAGIC
 	PlanVersion  = C.PSYCH_PLAN_VERSION

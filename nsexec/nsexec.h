@@ -33,7 +33,8 @@
 // File descriptors (the host passes them through ExtraFiles):
 //   0      /dev/null          1, 2  stdout and stderr pipes
 //   3      sync socket        (SOCK_SEQPACKET, one struct psych_sync per message)
-//   4      the program's channel (the interpreter gets it as fd 3)
+//   4      the program's channel (the interpreter gets it as fd 3,
+//          PSYCH_FD_PROGRAM_WIRE)
 //   5      the plan           (a memfd)
 //   6...   trees              (open_tree clones the host made; mounts name them)
 //
@@ -115,6 +116,9 @@
 #define PSYCH_FD_WIRE 4
 #define PSYCH_FD_PLAN 5
 #define PSYCH_FD_TREES 6
+/* The program's channel as the interpreter gets it (the bootstrap's
+ * arguments name it); outside a container only. */
+#define PSYCH_FD_PROGRAM_WIRE 3
 
 #define PSYCH_PLAN_MAGIC 0x50595350u /* "PSYP" read as a little-endian u32 */
 #define PSYCH_PLAN_VERSION 1

@@ -503,7 +503,7 @@ func checkPython(ctx context.Context, h *host) Check {
 		target = path
 	}
 	c.Found = fmt.Sprintf("%s is %s%s; its sys.executable is %s%s, Python %s", origin, path, arrow(path), real, arrow(real), version)
-	if err := runUserCanExecute(target, h.runUID, h.runGID, h.uid == 0 && h.userns); err != nil {
+	if err := subprocess.CheckInterpreter(target, h.runUID, h.runGID, h.uid == 0 && h.userns); err != nil {
 		c.Status = Fail
 		c.Found += fmt.Sprintf("; uid %d (the run user) cannot execute it: %v", h.runUID, err)
 		c.Fix = fmt.Sprintf("chmod o+rx %s (and o+x on its directories, where no user namespace can be had), or pass --python an interpreter uid %d can execute, such as /usr/bin/python3", target, h.runUID)
@@ -590,62 +590,6 @@ func errString(err error, out []byte) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("unexpected output %q", out)
-}
-
-// runUserCanExecute mirrors subprocess.New's rule. Through a view on a root
-// host, the interpreter's trees are handed over as open_tree clones, so only
-// the file's own mode matters: executable by others. Otherwise the run user
-// reaches it by path: every directory searchable, the file executable, by
-// the owner, group or other bits that apply to uid/gid.
-func runUserCanExecute(path string, uid, gid uint32, viaTrees bool) error {
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return err
-	}
-	if viaTrees {
-		var st unix.Stat_t
-		if err := unix.Stat(real, &st); err != nil {
-			return fmt.Errorf("stat %s: %w", real, err)
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o001 == 0 {
-			return fmt.Errorf("%s (mode %04o) is not a file executable by others", real, st.Mode&0o7777)
-		}
-		return nil
-	}
-	dir := "/"
-	parts := strings.Split(strings.TrimPrefix(real, "/"), "/")
-	for i, p := range parts {
-		cur := filepath.Join(dir, p)
-		var st unix.Stat_t
-		if err := unix.Stat(cur, &st); err != nil {
-			return fmt.Errorf("stat %s: %w", cur, err)
-		}
-		last := i == len(parts)-1
-		if last && st.Mode&unix.S_IFMT != unix.S_IFREG {
-			return fmt.Errorf("%s is not a regular file", cur)
-		}
-		if !permits(&st, uid, gid) {
-			what := "search"
-			if last {
-				what = "execute"
-			}
-			return fmt.Errorf("cannot %s %s (mode %04o, owner %d:%d)", what, cur, st.Mode&0o7777, st.Uid, st.Gid)
-		}
-		dir = cur
-	}
-	return nil
-}
-
-// permits applies the owner, group or other x bit, whichever applies.
-func permits(st *unix.Stat_t, uid, gid uint32) bool {
-	switch {
-	case st.Uid == uid:
-		return st.Mode&0o100 != 0
-	case st.Gid == gid:
-		return st.Mode&0o010 != 0
-	default:
-		return st.Mode&0o001 != 0
-	}
 }
 
 // ---- container engines ----

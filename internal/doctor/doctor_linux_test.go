@@ -88,28 +88,6 @@ func TestDoctorUsernsFix(t *testing.T) {
 	}
 }
 
-func TestDoctorRunUserCanExecute(t *testing.T) {
-	dir := t.TempDir()
-	os.Chmod(filepath.Dir(dir), 0o755) // testing's own, 0700
-	os.Chmod(dir, 0o700)
-	exe := filepath.Join(dir, "python3")
-	os.WriteFile(exe, []byte("\x7fELF"), 0o755)
-	if err := runUserCanExecute(exe, nobody, nobody, true); err != nil {
-		t.Errorf("through open_tree clones, only the file's mode matters: %v", err)
-	}
-	if err := runUserCanExecute(exe, nobody, nobody, false); err == nil || !strings.Contains(err.Error(), "cannot search "+dir) {
-		t.Errorf("by path through a 0700 directory: %v", err)
-	}
-	os.Chmod(exe, 0o750)
-	if err := runUserCanExecute(exe, nobody, nobody, true); err == nil {
-		t.Error("a file not executable by others: no error")
-	}
-	os.Chmod(dir, 0o755)
-	if err := runUserCanExecute(exe, nobody, nobody, false); err == nil || !strings.Contains(err.Error(), "cannot execute "+exe) {
-		t.Errorf("by path, not executable by others: %v", err)
-	}
-}
-
 func TestDoctorAttestationGaps(t *testing.T) {
 	full := func() *sandbox.Result {
 		st := sandbox.ProcessStatus{UID: []int{65534, 65534, 65534, 65534}, Seccomp: 2, SeccompFilters: 1, NoNewPrivs: 1, CapEff: "0000000000000000"}

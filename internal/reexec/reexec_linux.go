@@ -124,6 +124,23 @@ func Probe(uid, gid uint32) (ok bool, why error, err error) {
 	return ok, why, nil
 }
 
+// WireFD is the program's channel as the interpreter gets it, the fd a
+// bootstrap's arguments name (nsexec.h's PSYCH_FD_PROGRAM_WIRE).
+const WireFD = nsexec.FDProgramWire
+
+// extraFirst is the number of ExtraFiles' first descriptor (os/exec).
+const extraFirst = 3
+
+// initFiles are the init's ExtraFiles: each descriptor at the number
+// nsexec.h names for it, the trees from PSYCH_FD_TREES on.
+func initFiles(sync, wire, plan *os.File, trees []*os.File) []*os.File {
+	files := make([]*os.File, nsexec.FDTrees-extraFirst, nsexec.FDTrees-extraFirst+len(trees))
+	files[nsexec.FDSync-extraFirst] = sync
+	files[nsexec.FDWire-extraFirst] = wire
+	files[nsexec.FDPlan-extraFirst] = plan
+	return append(files, trees...)
+}
+
 func command(marker string, extra []*os.File, cgroupFD int) *exec.Cmd {
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
@@ -200,7 +217,7 @@ func Start(o *Options) (_ *Process, retErr error) {
 		return nil, err
 	}
 	defer null.Close()
-	extra := append([]*os.File{childEnd, o.Wire, planFile}, trees...)
+	extra := initFiles(childEnd, o.Wire, planFile, trees)
 	pid, waitP, killP, err := startP(null, o, extra)
 	childEnd.Close()
 	if err != nil {

@@ -540,3 +540,18 @@ func TestLowerAndReported(t *testing.T) {
 		t.Error("Lower after the init is gone succeeded")
 	}
 }
+
+// TestInitFiles: each descriptor lands at the number nsexec.h names (the
+// exec.Cmd puts ExtraFiles[i] at fd 3+i), the trees from PSYCH_FD_TREES on.
+func TestInitFiles(t *testing.T) {
+	sync, wire, plan := os.NewFile(10, "sync"), os.NewFile(11, "wire"), os.NewFile(12, "plan")
+	trees := []*os.File{os.NewFile(13, "tree0"), os.NewFile(14, "tree1")}
+	files := initFiles(sync, wire, plan, trees)
+	at := func(fd int) *os.File { return files[fd-3] }
+	if at(nsexec.FDSync) != sync || at(nsexec.FDWire) != wire || at(nsexec.FDPlan) != plan {
+		t.Errorf("the sync socket, wire and plan are not at fds %d, %d, %d", nsexec.FDSync, nsexec.FDWire, nsexec.FDPlan)
+	}
+	if len(files) != nsexec.FDTrees-3+len(trees) || at(nsexec.FDTrees) != trees[0] || at(nsexec.FDTrees+1) != trees[1] {
+		t.Errorf("the trees are not from fd %d on: %v", nsexec.FDTrees, files)
+	}
+}

@@ -24,6 +24,9 @@ import (
 const (
 	bootDir = "/.psych/boot" // the init: this executable, its loader and libraries; /etc files
 	runDir  = "/.psych/run"  // the run's own: the plan and the sync and wire sockets
+	// wireSock is the wire's socket in runDir (nsexec names the others:
+	// ContainerPlan, ContainerSync).
+	wireSock = "wire.sock"
 )
 
 // boot is the init's files on the host, made once per Sandbox and bound

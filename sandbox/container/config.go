@@ -8,7 +8,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/oci"
 
 	"github.com/psych-runtime/psych/sandbox"
-	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/setup"
 )
 
 // Engine names a container engine.
@@ -34,9 +34,9 @@ const (
 	DefaultPodmanRunroot     = "/run/psych/podman"
 	DefaultDockerHost        = "unix:///var/run/docker.sock"
 	DefaultRunBase           = "/var/lib/psych/container"
-	DefaultMaxOutputBytes    = 1 << 20
-	DefaultTmpBytes          = 64 << 20
-	DefaultTmpInodes         = 4096
+	DefaultMaxOutputBytes    = setup.DefaultMaxOutputBytes
+	DefaultTmpBytes          = setup.DefaultTmpBytes
+	DefaultTmpInodes         = setup.DefaultTmpInodes
 	// ImageLabelPython names the interpreter inside an image.
 	ImageLabelPython = "io.psych.python"
 )
@@ -125,9 +125,18 @@ type Config struct {
 	pythonFromPath bool
 }
 
+// common is the fields this Config shares with the subprocess backend's,
+// with the least tmpfs a container gets.
+func (c *Config) common() setup.Common {
+	return setup.Common{DefaultLimits: &c.DefaultLimits, EnvAllowlist: c.EnvAllowlist,
+		TmpBytes: &c.TmpBytes, TmpInodes: &c.TmpInodes, Files: &c.Files,
+		MaxOutputBytes: &c.MaxOutputBytes, MaxFrameBytes: &c.MaxFrameBytes, Logger: &c.Logger,
+		MinTmpBytes: 1 << 20, MinTmpInodes: 64}
+}
+
 // defaults fills the zero fields.
 func (c *Config) defaults() {
-	c.DefaultLimits = c.DefaultLimits.Merge(sandbox.DefaultLimits())
+	c.common().Defaults()
 	set := func(p *string, v string) {
 		if *p == "" {
 			*p = v
@@ -146,64 +155,40 @@ func (c *Config) defaults() {
 		ids := *c.RunAs
 		c.RunAs = &ids
 	}
-	if c.TmpBytes == 0 {
-		c.TmpBytes = DefaultTmpBytes
-	}
-	c.Files = c.Files.Merge()
-	if c.TmpInodes == 0 {
-		c.TmpInodes = DefaultTmpInodes
-	}
-	if c.MaxOutputBytes == 0 {
-		c.MaxOutputBytes = DefaultMaxOutputBytes
-	}
-	if c.MaxFrameBytes == 0 {
-		c.MaxFrameBytes = 16 << 20
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
 }
 
 // validate runs the configuration checks, in the style of runc's
 // configs/validate: each a small function, the first failure wins.
 func (c *Config) validate() error {
-	checks := []func() error{
-		func() error {
-			switch c.Engine {
-			case "", Containerd, Podman, Docker:
-				return nil
-			}
-			return fmt.Errorf("engine %q: want containerd, podman or docker", c.Engine)
-		},
-		func() error { return host.CheckAllowlist(c.EnvAllowlist) },
-		func() error {
-			if c.RunAs != nil && (c.RunAs.UID < 2 || c.RunAs.GID < 2) {
-				return fmt.Errorf("run as %d:%d: uid/gid 0 is never used, nor 1 (the id below is the container root's)", c.RunAs.UID, c.RunAs.GID)
-			}
-			return nil
-		},
-		func() error {
-			if !strings.HasPrefix(c.ContainerPythonBin, "/") {
-				return fmt.Errorf("container python %q: want an absolute path", c.ContainerPythonBin)
-			}
-			if strings.ContainsAny(c.Image, " \t\n") {
-				return fmt.Errorf("image %q: not a reference", c.Image)
-			}
-			return nil
-		},
-		func() error {
-			if c.MaxOutputBytes < 0 || c.MaxFrameBytes < 4096 || c.TmpBytes < 1<<20 || c.TmpInodes < 64 {
-				return fmt.Errorf("output cap %d, frame cap %d, tmp %d bytes or %d inodes out of range", c.MaxOutputBytes, c.MaxFrameBytes, c.TmpBytes, c.TmpInodes)
-			}
-			return nil
-		},
-		func() error { return c.DefaultLimits.Validate() },
-		c.Files.Validate,
+	return setup.Validate(append([]func() error{c.checkEngine, c.checkRunAs, c.checkImage}, c.common().Checks()...)...)
+}
+
+// checkEngine refuses an engine psych does not know.
+func (c *Config) checkEngine() error {
+	switch c.Engine {
+	case "", Containerd, Podman, Docker:
+		return nil
 	}
-	for _, check := range checks {
-		if err := check(); err != nil {
-			return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
-		}
+	return fmt.Errorf("engine %q: want containerd, podman or docker", c.Engine)
+}
+
+// checkRunAs refuses ids 0 and 1: the id below RunAs is the container
+// root's.
+func (c *Config) checkRunAs() error {
+	if c.RunAs != nil && (c.RunAs.UID < 2 || c.RunAs.GID < 2) {
+		return fmt.Errorf("run as %d:%d: uid/gid 0 is never used, nor 1 (the id below is the container root's)", c.RunAs.UID, c.RunAs.GID)
+	}
+	return nil
+}
+
+// checkImage refuses a relative interpreter and an image that is not a
+// reference.
+func (c *Config) checkImage() error {
+	if !strings.HasPrefix(c.ContainerPythonBin, "/") {
+		return fmt.Errorf("container python %q: want an absolute path", c.ContainerPythonBin)
+	}
+	if strings.ContainsAny(c.Image, " \t\n") {
+		return fmt.Errorf("image %q: not a reference", c.Image)
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
 	"github.com/psych-runtime/psych/sandbox/internal/pool"
+	"github.com/psych-runtime/psych/sandbox/internal/setup"
 	"github.com/psych-runtime/psych/seccomp"
 )
 
@@ -102,11 +103,9 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 	if s.eng, err = openEngine(ctx, &s.cfg); err != nil {
 		return nil, err
 	}
-	defer func() {
-		if retErr != nil {
-			s.eng.close()
-		}
-	}()
+	var undo setup.Undo
+	defer undo.OnError(&retErr)
+	undo.PushClose(func() { s.eng.close() })
 	// The id-changing calls may name only the run's own ids (any other is
 	// EPERM): the engine's rendering and psych's own filter agree. Without
 	// a user namespace every id is mapped, so the kernel itself refuses
@@ -142,9 +141,9 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 	if s.boot, err = newBoot(cfg.RunBase, s.owner, s.oci); err != nil {
 		return nil, fmt.Errorf("%w: prepare the init: %w", sandbox.ErrHostFault, err)
 	}
+	undo.PushClose(func() { host.RemoveAll(s.boot.dir) })
 	if cfg.Pool != nil {
 		if err := s.startPool(*cfg.Pool); err != nil {
-			host.RemoveAll(s.boot.dir)
 			return nil, err
 		}
 	}
@@ -294,8 +293,8 @@ type run struct {
 	iso      sandbox.Isolation
 	netOK    bool
 	wire     *net.UnixConn
-	undo     []func() error
-	env      []string // the program's environment, as planned
+	undo     setup.Undo // what start made, undone by unwind
+	env      []string   // the program's environment, as planned
 
 	outR, errR   *os.File
 	closeWriters func()
@@ -359,24 +358,68 @@ func (r *run) startFrame() error {
 }
 
 // start makes the run's container and waits for its interpreter to block
-// on its start frame, attested and checked against the floor. On error the
-// caller unwinds.
+// on its start frame, attested and checked against the floor. Each phase
+// pushes the undo of what it made on r.undo; on error the caller unwinds.
 func (r *run) start(ctx context.Context) error {
+	var st starting
+	defer st.closeListeners()
+	if err := r.startIDs(ctx, &st); err != nil {
+		return err
+	}
+	if err := r.startChannels(&st); err != nil {
+		return err
+	}
+	rs, err := r.startSpec(&st)
+	if err != nil {
+		return err
+	}
+	if err := r.launch(ctx, rs); err != nil {
+		return err
+	}
+	if err := r.handshake(ctx, &st); err != nil {
+		return err
+	}
+	r.watch()
+	return nil
+}
+
+// starting is what start's phases hand on to the next, and no further.
+type starting struct {
+	scratch        string // the run's scratch directory, for the engine's mounts
+	outer          IDs    // the program's outside ids
+	uidMap, gidMap []specs.LinuxIDMapping
+	syncL, wireL   *net.UnixListener
+	outW, errW     *os.File // the output pipes' write ends, for the engine
+}
+
+// closeListeners closes the sockets the init and the bootstrap connect to:
+// once start returns, nothing else may reach the host through them.
+func (st *starting) closeListeners() {
+	for _, l := range []*net.UnixListener{st.syncL, st.wireL} {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+// startIDs makes the run's directories and claims its outside ids, and the
+// user namespace's maps where the engine gives one.
+func (r *run) startIDs(ctx context.Context, st *starting) error {
 	s := r.s
 	var err error
 	if r.dir, err = host.NewRunDir(s.runs, s.owner, 0o711, false, 0, 0); err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	r.undo = append(r.undo, func() error { return host.RemoveAll(r.dir) })
+	r.undo.Push(func() error { return host.RemoveAll(r.dir) })
 	r.id = "psych-" + filepath.Base(r.dir)
 	scratch, err := host.NewRunDir(s.mnts, s.owner, 0o711, false, 0, 0)
 	if err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	r.undo = append(r.undo, func() error { return host.RemoveAll(scratch) })
-	var outer IDs
+	r.undo.Push(func() error { return host.RemoveAll(scratch) })
+	st.scratch = scratch
 	if s.cfg.RunAs != nil {
-		outer = *s.cfg.RunAs
+		st.outer = *s.cfg.RunAs
 	} else {
 		// A pair of its own: the container's root (under a user namespace)
 		// and the program.
@@ -384,27 +427,32 @@ func (r *run) start(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.undo = append(r.undo, func() error { release(); return nil })
-		outer = IDs{UID: base + 1, GID: base + 1}
+		r.undo.PushClose(release)
+		st.outer = IDs{UID: base + 1, GID: base + 1}
 	}
+	outer := st.outer
 	r.uid, r.gid = outer.UID, outer.GID
-	var uidMap, gidMap []specs.LinuxIDMapping
 	if s.eng.userNS() {
 		// runc sets the container up as uid 0 inside, which must be mapped:
 		// to the id below the run's, never to the host's root.
 		r.uid, r.gid = host.SandboxUID, host.SandboxGID
-		uidMap = []specs.LinuxIDMapping{{ContainerID: 0, HostID: outer.UID - 1, Size: 1}, {ContainerID: r.uid, HostID: outer.UID, Size: 1}}
-		gidMap = []specs.LinuxIDMapping{{ContainerID: 0, HostID: outer.GID - 1, Size: 1}, {ContainerID: r.gid, HostID: outer.GID, Size: 1}}
+		st.uidMap = []specs.LinuxIDMapping{{ContainerID: 0, HostID: outer.UID - 1, Size: 1}, {ContainerID: r.uid, HostID: outer.UID, Size: 1}}
+		st.gidMap = []specs.LinuxIDMapping{{ContainerID: 0, HostID: outer.GID - 1, Size: 1}, {ContainerID: r.gid, HostID: outer.GID, Size: 1}}
 	}
+	return nil
+}
 
-	// /tmp and /work: one tmpfs the host mounts and holds, bound in.
-	if r.ws, err = host.NewWorkspace(filepath.Join(r.dir, workspaceDir), s.cfg.TmpBytes, s.cfg.TmpInodes, outer.UID, outer.GID); err != nil {
+// startChannels makes what the run talks through: the workspace (/tmp and
+// /work, one tmpfs the host mounts and holds, bound in), the plan and the
+// start frame, the sockets the init and the bootstrap connect to in the
+// run directory, and the output pipes.
+func (r *run) startChannels(st *starting) error {
+	s := r.s
+	var err error
+	if r.ws, err = host.NewWorkspace(filepath.Join(r.dir, workspaceDir), s.cfg.TmpBytes, s.cfg.TmpInodes, st.outer.UID, st.outer.GID); err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	r.undo = append(r.undo, r.ws.Close)
-
-	// The run directory: the plan, and the sockets the init and the
-	// bootstrap connect to.
+	r.undo.Push(r.ws.Close)
 	plan, err := r.plan()
 	if err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
@@ -412,19 +460,15 @@ func (r *run) start(ctx context.Context) error {
 	if err := r.startFrame(); err != nil {
 		return err
 	}
-	if err := writeOwned(filepath.Join(r.dir, nsexec.ContainerPlan), plan, outer); err != nil {
+	if err := writeOwned(filepath.Join(r.dir, nsexec.ContainerPlan), plan, st.outer); err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	syncL, err := listen(filepath.Join(r.dir, nsexec.ContainerSync), "unixpacket", outer)
-	if err != nil {
+	if st.syncL, err = listen(filepath.Join(r.dir, nsexec.ContainerSync), "unixpacket", st.outer); err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	defer syncL.Close()
-	wireL, err := listen(filepath.Join(r.dir, "wire.sock"), "unix", outer)
-	if err != nil {
+	if st.wireL, err = listen(filepath.Join(r.dir, wireSock), "unix", st.outer); err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	defer wireL.Close()
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("%w: stdout pipe: %w", sandbox.ErrHostFault, err)
@@ -436,14 +480,21 @@ func (r *run) start(ctx context.Context) error {
 		return fmt.Errorf("%w: stderr pipe: %w", sandbox.ErrHostFault, err)
 	}
 	r.outR, r.errR = outR, errR
+	st.outW, st.errW = outW, errW
 	r.closeWriters = sync.OnceFunc(func() { outW.Close(); errW.Close() })
-	r.undo = append(r.undo, func() error { r.closeWriters(); outR.Close(); errR.Close(); return nil })
+	r.undo.PushClose(func() { r.closeWriters(); outR.Close(); errR.Close() })
+	return nil
+}
 
-	bootHost, err := s.boot.mount(scratch)
+// startSpec mounts the init's files for the engine and describes the
+// container; where the program runs as its outside ids, /etc names them.
+func (r *run) startSpec(st *starting) (*runSpec, error) {
+	s := r.s
+	bootHost, err := s.boot.mount(st.scratch)
 	if err != nil {
-		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	r.undo = append(r.undo, func() error { return unmountBoot(bootHost) })
+	r.undo.Push(func() error { return unmountBoot(bootHost) })
 	limits := r.limits
 	rs := &runSpec{
 		id:     r.id,
@@ -451,7 +502,7 @@ func (r *run) start(ctx context.Context) error {
 		args:   s.boot.args,
 		env:    reexec.ContainerEnv(""),
 		uid:    r.uid, gid: r.gid,
-		uidMap: uidMap, gidMap: gidMap,
+		uidMap: st.uidMap, gidMap: st.gidMap,
 		network:  r.network(),
 		binds:    append([]bind{{bootHost, bootDir}, {r.dir, runDir}}, etcBinds(bootHost)...),
 		tmpBytes: s.cfg.TmpBytes, tmpInodes: s.cfg.TmpInodes,
@@ -462,15 +513,21 @@ func (r *run) start(ctx context.Context) error {
 		seccomp:     s.oci,
 		seccompFile: filepath.Join(s.boot.dir, "seccomp.json"),
 		empty:       filepath.Join(s.boot.dir, "empty"),
-		scratch:     scratch,
-		stdout:      outW, stderr: errW,
+		scratch:     st.scratch,
+		stdout:      st.outW, stderr: st.errW,
 	}
 	if !s.eng.userNS() && r.uid != host.SandboxUID {
-		// The program runs as its outside ids: /etc names them.
-		if err := ownEtc(filepath.Join(scratch, "etc"), r.uid, r.gid, rs.binds); err != nil {
-			return fmt.Errorf("%w: the run's /etc: %w", sandbox.ErrHostFault, err)
+		if err := ownEtc(filepath.Join(st.scratch, "etc"), r.uid, r.gid, rs.binds); err != nil {
+			return nil, fmt.Errorf("%w: the run's /etc: %w", sandbox.ErrHostFault, err)
 		}
 	}
+	return rs, nil
+}
+
+// launch has the engine start the container.
+func (r *run) launch(ctx context.Context, rs *runSpec) error {
+	s := r.s
+	var err error
 	r.started = time.Now()
 	if r.task, err = s.eng.start(ctx, rs); err != nil {
 		if ctx.Err() != nil {
@@ -478,12 +535,13 @@ func (r *run) start(ctx context.Context) error {
 		}
 		return fmt.Errorf("%w: %s: %w", sandbox.ErrHostFault, s.eng.name(), err)
 	}
-	r.undo = append(r.undo, func() error {
+	r.undo.Push(func() error {
 		if err := r.task.remove(context.WithoutCancel(ctx)); err != nil {
 			return fmt.Errorf("%s: remove the container: %w", s.eng.name(), err)
 		}
 		return nil
-	}, func() error {
+	})
+	r.undo.Push(func() error {
 		// Before the engine removes the container: kill what is left and
 		// wait until the cgroup is empty, so that the engine's removal of
 		// it cannot fail on a process still dying.
@@ -492,7 +550,14 @@ func (r *run) start(ctx context.Context) error {
 		}
 		return nil
 	})
-	if err := r.connect(ctx, syncL, wireL, outer); err != nil {
+	return nil
+}
+
+// handshake waits for the init and the bootstrap to connect (the network
+// namespace verified before the go-ahead), attests the run and checks it
+// against the floor.
+func (r *run) handshake(ctx context.Context, st *starting) error {
+	if err := r.connect(ctx, st.syncL, st.wireL, st.outer); err != nil {
 		r.killAll()
 		r.release()
 		if ctx.Err() != nil {
@@ -500,12 +565,11 @@ func (r *run) start(ctx context.Context) error {
 		}
 		return err
 	}
-	r.undo = append(r.undo, func() error {
+	r.undo.PushClose(func() {
 		if r.netlink != nil {
 			r.netlink.Close()
 		}
 		r.wire.Close()
-		return nil
 	})
 	r.attest()
 	if err := r.floor(); err != nil {
@@ -513,23 +577,25 @@ func (r *run) start(ctx context.Context) error {
 		r.release()
 		return err
 	}
-	// The container's /tmp and /dev/shm, held open to be read after the run.
-	r.tmp = host.WatchTmpfs(r.proc.InterpPID)
-	r.undo = append(r.undo, func() error { r.tmp.Close(); return nil })
+	return nil
+}
 
+// watch holds the container's /tmp and /dev/shm open to be read after the
+// run, reaps the init, and ends the run as a host fault where the engine
+// loses its container (containerd died) before the result was in.
+func (r *run) watch() {
+	r.tmp = host.WatchTmpfs(r.proc.InterpPID)
+	r.undo.PushClose(r.tmp.Close)
 	r.exited = make(chan struct{})
 	go func() { r.exit, _ = r.proc.Wait(); close(r.exited) }()
-	r.undo = append(r.undo, func() error {
+	r.undo.PushClose(func() {
 		select {
 		case <-r.exited:
 		default: // never served: killed here
 			r.killAll()
 			<-r.exited
 		}
-		return nil
 	})
-	// An engine that loses its container (containerd died) ends the run as
-	// a host fault, unless the result was in.
 	go func() {
 		select {
 		case <-r.task.done():
@@ -540,7 +606,6 @@ func (r *run) start(ctx context.Context) error {
 		case <-r.exited:
 		}
 	}()
-	return nil
 }
 
 // serve runs the program to its end: the start frame, the wire, the limits,
@@ -601,15 +666,8 @@ func (r *run) serve(ctx context.Context) (*sandbox.Result, error) {
 
 // unwind undoes what the run made, newest first, and reports what failed.
 func (r *run) unwind() error {
-	var errs []error
-	for i := len(r.undo) - 1; i >= 0; i-- {
-		if err := r.undo[i](); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	r.undo = nil
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, errors.Join(errs...))
+	if err := r.undo.Unwind(); err != nil {
+		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	return nil
 }
@@ -662,7 +720,7 @@ func (r *run) connect(ctx context.Context, syncL, wireL *net.UnixListener, outer
 		return fmt.Errorf("%w: the bootstrap never connected: %w", sandbox.ErrHostFault, err)
 	}
 	wireL.Close()
-	os.Remove(filepath.Join(r.dir, "wire.sock"))
+	os.Remove(filepath.Join(r.dir, wireSock))
 	cred, err := reexec.PeerCred(r.wire)
 	if err != nil || int(cred.Uid) != int(outer.UID) || host.PPid(int(cred.Pid)) != r.proc.InitPID {
 		r.wire.Close()
@@ -829,7 +887,7 @@ func (r *run) plan() ([]byte, error) {
 	p := &reexec.Plan{
 		OuterUID: r.uid, OuterGID: r.gid, InnerUID: r.uid, InnerGID: r.gid,
 		Exe:      python,
-		Args:     append([]string{python}, bootstrap.SocketArgs(runDir+"/wire.sock")...),
+		Args:     append([]string{python}, bootstrap.SocketArgs(runDir+"/"+wireSock)...),
 		Env:      r.environ(python),
 		Cwd:      sandbox.WorkDir,
 		Rlimits:  r.rlimits(),

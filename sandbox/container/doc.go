@@ -133,4 +133,18 @@
 // The backend needs a root host (the engines' sockets are root's) and Linux
 // with cgo. With user namespaces, containerd's state directory must be
 // searchable by the mapped ids, as /run/containerd is.
+//
+// # Files
+//
+//   - config.go: Config, the engines, the defaults and checks (those shared
+//     with the subprocess backend in sandbox/internal/setup).
+//   - container_linux.go: New, Run, a run's start by phase (ids, channels,
+//     spec, launch, handshake, watch), serve and unwind.
+//   - engine_linux.go: the engine interface; containerd_linux.go and
+//     cli_linux.go (podman, docker) implement it; spec_linux.go: the OCI spec.
+//   - boot_linux.go: the init's files, mounted into each container.
+//   - verify_linux.go: the floor's readers (the init's environment, the
+//     seccomp filters).
+//   - pool_linux.go: the warm pool's fill and dispatch.
+//   - container_other.go: other builds.
 package container

@@ -3,10 +3,12 @@ package subprocess
 import (
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/setup"
 )
 
 // IDRange is the outside uid/gid the child runs as: Count consecutive ids
@@ -128,53 +130,79 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultMaxOutputBytes = 1 << 20
-	DefaultTmpBytes       = 64 << 20
-	DefaultTmpInodes      = 4096
+	DefaultMaxOutputBytes = setup.DefaultMaxOutputBytes
+	DefaultTmpBytes       = setup.DefaultTmpBytes
+	DefaultTmpInodes      = setup.DefaultTmpInodes
 	rootTmpBase           = "/var/lib/psych/tmp"
 	nobodyID              = host.NobodyID
 )
 
+// common is the fields this Config shares with the container backend's.
+func (c *Config) common() setup.Common {
+	return setup.Common{DefaultLimits: &c.DefaultLimits, EnvAllowlist: c.EnvAllowlist,
+		TmpBytes: &c.TmpBytes, TmpInodes: &c.TmpInodes, Files: &c.Files,
+		MaxOutputBytes: &c.MaxOutputBytes, MaxFrameBytes: &c.MaxFrameBytes, Logger: &c.Logger}
+}
+
+// withDefaults fills the zero fields for a host whose effective uid is
+// hostUID: RunAs (copied, so the caller's is never changed) and TmpBase
+// as documented, and the fields shared with the container backend.
+func (c *Config) withDefaults(hostUID int) error {
+	c.common().Defaults()
+	if c.RunAs == nil {
+		if hostUID == 0 {
+			r, err := DefaultRunAs()
+			if err != nil {
+				c.Logger.Warn("psych: the runs' own outside ids cannot be had here; every run is nobody, and the kernel's per-uid quotas cross runs", "err", err)
+			}
+			c.RunAs = &r
+		} else {
+			c.RunAs = SingleID(uint32(hostUID), uint32(os.Getegid()))
+		}
+	} else {
+		r := *c.RunAs
+		c.RunAs = &r
+	}
+	if c.TmpBase == "" {
+		c.TmpBase = rootTmpBase
+		if hostUID != 0 {
+			base, err := host.UserBase(hostUID)
+			if err != nil {
+				return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+			}
+			c.TmpBase = base
+		}
+	}
+	return nil
+}
+
 // validate runs the configuration checks, in the style of runc's
 // configs/validate: each a small function, the first failure wins.
 func (c *Config) validate(hostUID int) error {
-	checks := []func() error{
-		func() error { return host.CheckAllowlist(c.EnvAllowlist) },
-		func() error {
-			if c.RunAs.UID == 0 || c.RunAs.GID == 0 {
-				return fmt.Errorf("run as %d:%d: outside uid/gid 0 is never used", c.RunAs.UID, c.RunAs.GID)
-			}
-			if uint64(c.RunAs.UID)+uint64(c.RunAs.size()) > 1<<32-1 || uint64(c.RunAs.GID)+uint64(c.RunAs.size()) > 1<<32-1 {
-				return fmt.Errorf("run as: range %+v overflows", *c.RunAs)
-			}
-			return nil
-		},
-		func() error {
-			if hostUID != 0 && (c.RunAs.size() != 1 || c.RunAs.UID != uint32(hostUID)) {
-				return fmt.Errorf("run as %d: a non-root host can only run as itself (uid %d) in this backend", c.RunAs.UID, hostUID)
-			}
-			first, last := c.RunAs.UID, c.RunAs.UID+c.RunAs.size()-1
-			if !c.AllowSameUID && uint32(hostUID) >= first && uint32(hostUID) <= last {
-				return fmt.Errorf("run as %d: that is the host's own uid; set AllowSameUID to permit it", hostUID)
-			}
-			return nil
-		},
-		func() error {
-			if c.MaxOutputBytes < 0 || c.MaxFrameBytes < 0 || c.TmpBytes < 0 || c.TmpInodes < 0 {
-				return fmt.Errorf("negative output, frame or tmp cap")
-			}
-			if c.MaxFrameBytes != 0 && c.MaxFrameBytes < 4096 {
-				return fmt.Errorf("frame cap %d is below 4096 bytes", c.MaxFrameBytes)
-			}
-			return nil
-		},
-		func() error { return c.DefaultLimits.Validate() },
-		c.Files.Validate,
+	own := []func() error{c.checkRunAs, func() error { return c.checkHostUID(hostUID) }}
+	return setup.Validate(append(own, c.common().Checks()...)...)
+}
+
+// checkRunAs refuses outside id 0 and a range past the last id.
+func (c *Config) checkRunAs() error {
+	if c.RunAs.UID == 0 || c.RunAs.GID == 0 {
+		return fmt.Errorf("run as %d:%d: outside uid/gid 0 is never used", c.RunAs.UID, c.RunAs.GID)
 	}
-	for _, check := range checks {
-		if err := check(); err != nil {
-			return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
-		}
+	if uint64(c.RunAs.UID)+uint64(c.RunAs.size()) > 1<<32-1 || uint64(c.RunAs.GID)+uint64(c.RunAs.size()) > 1<<32-1 {
+		return fmt.Errorf("run as: range %+v overflows", *c.RunAs)
+	}
+	return nil
+}
+
+// checkHostUID refuses, on a non-root host, any ids but its own, and the
+// host's own uid unless AllowSameUID.
+func (c *Config) checkHostUID(hostUID int) error {
+	if hostUID != 0 && (c.RunAs.size() != 1 || c.RunAs.UID != uint32(hostUID)) {
+		return fmt.Errorf("run as %d: a non-root host can only run as itself (uid %d) in this backend", c.RunAs.UID, hostUID)
+	}
+	first, last := c.RunAs.UID, c.RunAs.UID+c.RunAs.size()-1
+	if !c.AllowSameUID && uint32(hostUID) >= first && uint32(hostUID) <= last {
+		return fmt.Errorf("run as %d: that is the host's own uid; set AllowSameUID to permit it", hostUID)
 	}
 	return nil
 }

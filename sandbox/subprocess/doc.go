@@ -194,4 +194,21 @@
 // are the host's own evidence; SIGXCPU, or SIGKILL with the CPU at its limit,
 // the kernel's; an uncaught MemoryError, EFBIG or a failed thread or process
 // start rests on the program's own report, and Result.LimitSource says so.
+//
+// # Files
+//
+//   - config.go: Config, IDRange, the defaults and checks (those shared with
+//     the container backend in sandbox/internal/setup).
+//   - subprocess_linux.go: New by phase (defaults, probes, interpreter, run
+//     ids, mode, reach, cgroups, pool), Run, a run's start, serve and
+//     cleanup.
+//   - plan_linux.go: a run's plan for the init (namespaces, seccomp, view),
+//     its environment, rlimits and attestation.
+//   - view_linux.go: the view, resolved once, and a run's mount plan, one
+//     method per part of the root.
+//   - python_linux.go: the interpreter, resolved and learnt;
+//     reach_linux.go: CheckInterpreter, whether the run user reaches it.
+//   - fallback_linux.go: the fallback without user namespaces.
+//   - pool_linux.go: the warm pool's fill and dispatch.
+//   - subprocess_other.go, reach_other.go, cgo_*.go: other builds.
 package subprocess

@@ -58,104 +58,26 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 	if !r.viewed() {
 		// Without a view the compiled bootstrap is a read-only file of the
 		// run directory, not a 100 KB argument the interpreter decodes
-		// (about 2.5 ms); with one it is a file of the view (below).
+		// (about 2.5 ms); with one it is a file of the view (planView).
 		code := filepath.Join(r.dir, runBootFile)
 		if err := os.WriteFile(code, s.launcher.Code(), 0o444); err != nil {
 			return nil, nil, fmt.Errorf("write the compiled bootstrap: %w", err)
 		}
-		p.Args = append([]string{s.python}, s.launcher.FileArgs(code, 3)...)
+		p.Args = append([]string{s.python}, s.launcher.FileArgs(code, reexec.WireFD)...)
 	}
 	if l.Rlimits {
 		p.Rlimits = r.rlimits()
 	}
+	r.planNamespaces(p)
+	r.planSeccomp(p)
 	home := r.dir
 	var trees []*os.File
-	// A root host without user namespaces still makes the others, as root,
-	// and the run keeps its outer ids inside (fallback.rootNS).
-	if s.userns && l.UserNS || s.fallback.rootNS {
-		if s.userns {
-			p.InnerUID, p.InnerGID = sandboxUID, sandboxGID
-			p.Namespaces = unix.CLONE_NEWUSER
-		}
-		if l.NetNS && (r.req == nil || !r.req.Network) {
-			p.Namespaces |= unix.CLONE_NEWNET
-		}
-		if l.PidIpcUts {
-			p.Namespaces |= unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
-			p.Hostname = sandboxHost
-			r.pidNS = true
-		}
-	}
-	r.filter = s.filter
-	if l.Seccomp && !s.userns {
-		// The fallback: files confined by Landlock where no view confines
-		// them, and no IPv4 or IPv6 socket where the request does not grant
-		// the network and no network namespace denies it.
-		if !r.viewed() {
-			s.fallback.landlock(p, r.dir, r.req != nil && r.req.Network)
-			r.iso.LandlockFS = landlockNames(p.LandlockPaths, r.dir)
-		}
-		if r.req != nil && !r.req.Network && p.Namespaces&unix.CLONE_NEWNET == 0 {
-			r.filter = s.fallback.noInet
-			r.iso.InetRefused = !s.hooks.noSeccomp
-		}
-	}
-	if l.Seccomp {
-		if !s.hooks.noSeccomp {
-			p.Seccomp = r.filter.Bytes()
-		}
-		p.Landlock = s.landlock
-	}
 	if r.viewed() {
 		home = sandboxHome
-		p.Namespaces |= unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP
-		p.Root = r.dir
-		p.RootData = "size=1m,nr_inodes=1024,mode=0755"
-		p.Cwd = sandbox.WorkDir
-		p.Exe = s.view.exe
 		var err error
-		if s.hostUID == 0 {
-			// /tmp and /work on one tmpfs the host holds (host.Workspace),
-			// detached from the host as soon as the init's clones are made.
-			// A root that may not mount here (in a user namespace of its
-			// own), like a non-root host, gets the init's /tmp and /work:
-			// no files come in or out, and a request with files is refused
-			// (writeFiles).
-			r.ws, err = host.NewWorkspace(filepath.Join(r.dir, workspaceDir), s.cfg.TmpBytes, s.cfg.TmpInodes, r.uid, r.gid)
-			switch {
-			case errors.Is(err, unix.EPERM):
-				s.log.Warn("psych: this host may not mount a run's /work; runs take no files", "err", err)
-			case err != nil:
-				return nil, nil, err
-			}
-		}
-		p.Mounts, trees, err = s.view.mounts(r.dir, s.hostUID == 0, r.ws, s.cfg.TmpBytes, s.cfg.TmpInodes, s.cfg.TmpBytes/4)
-		if err == nil {
-			err = r.ws.Detach()
-		}
-		if err != nil {
-			closeAll(trees)
+		if trees, err = r.planView(p); err != nil {
 			return nil, nil, err
 		}
-		if !s.userns {
-			// No user namespace maps the program to the sandbox user: it
-			// finds itself in /etc/passwd under its own outer ids.
-			etc := map[string]string{}
-			for _, f := range host.EtcFilesFor(r.uid, r.gid) {
-				etc[f.Path] = f.Content
-			}
-			for i, m := range p.Mounts {
-				if c, ok := etc[m.Target]; ok && m.Kind == reexec.File {
-					p.Mounts[i].Data = []byte(c)
-				}
-			}
-		}
-		// The compiled bootstrap is a file of the view, not an argument.
-		p.Mounts = append(p.Mounts,
-			reexec.Mount{Kind: reexec.Mkdir, Target: bootDir, Mode: 0o755},
-			reexec.Mount{Kind: reexec.File, Target: bootFile, Mode: 0o444, Data: s.launcher.Code()})
-		p.Mounts = append(p.Mounts, fontMounts(s.fonts)...)
-		p.Args = append([]string{s.python}, s.launcher.FileArgs(bootFile, 3)...)
 	}
 	if r.req == nil {
 		p.Args = append(p.Args, bootstrap.PreloadArgs(s.preload)...)
@@ -169,6 +91,111 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 		s.hooks.poolPlan(p)
 	}
 	return p, trees, nil
+}
+
+// planNamespaces sets the namespaces the run gets. A root host without
+// user namespaces still makes the others, as root, and the run keeps its
+// outer ids inside (fallback.rootNS).
+func (r *run) planNamespaces(p *reexec.Plan) {
+	s, l := r.s, r.layers
+	if !(s.userns && l.UserNS || s.fallback.rootNS) {
+		return
+	}
+	if s.userns {
+		p.InnerUID, p.InnerGID = sandboxUID, sandboxGID
+		p.Namespaces = unix.CLONE_NEWUSER
+	}
+	if l.NetNS && (r.req == nil || !r.req.Network) {
+		p.Namespaces |= unix.CLONE_NEWNET
+	}
+	if l.PidIpcUts {
+		p.Namespaces |= unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
+		p.Hostname = sandboxHost
+		r.pidNS = true
+	}
+}
+
+// planSeccomp sets the run's seccomp filter and Landlock scopes. The
+// fallback's files are confined by Landlock where no view confines them,
+// and it gets no IPv4 or IPv6 socket where the request does not grant the
+// network and no network namespace denies it.
+func (r *run) planSeccomp(p *reexec.Plan) {
+	s, l := r.s, r.layers
+	r.filter = s.filter
+	if !l.Seccomp {
+		return
+	}
+	if !s.userns {
+		if !r.viewed() {
+			s.fallback.landlock(p, r.dir, r.req != nil && r.req.Network)
+			r.iso.LandlockFS = landlockNames(p.LandlockPaths, r.dir)
+		}
+		if r.req != nil && !r.req.Network && p.Namespaces&unix.CLONE_NEWNET == 0 {
+			r.filter = s.fallback.noInet
+			r.iso.InetRefused = !s.hooks.noSeccomp
+		}
+	}
+	if !s.hooks.noSeccomp {
+		p.Seccomp = r.filter.Bytes()
+	}
+	p.Landlock = s.landlock
+}
+
+// planView sets the run's new root: the mount plan of the view (its tree
+// clones returned, for the caller to close after the start), the
+// workspace a root host holds, /etc naming the run's ids without a user
+// namespace, and the compiled bootstrap as a file of the view.
+func (r *run) planView(p *reexec.Plan) ([]*os.File, error) {
+	s := r.s
+	p.Namespaces |= unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP
+	p.Root = r.dir
+	p.RootData = "size=1m,nr_inodes=1024,mode=0755"
+	p.Cwd = sandbox.WorkDir
+	p.Exe = s.view.exe
+	var err error
+	if s.hostUID == 0 {
+		// /tmp and /work on one tmpfs the host holds (host.Workspace),
+		// detached from the host as soon as the init's clones are made.
+		// A root that may not mount here (in a user namespace of its
+		// own), like a non-root host, gets the init's /tmp and /work:
+		// no files come in or out, and a request with files is refused
+		// (writeFiles).
+		r.ws, err = host.NewWorkspace(filepath.Join(r.dir, workspaceDir), s.cfg.TmpBytes, s.cfg.TmpInodes, r.uid, r.gid)
+		switch {
+		case errors.Is(err, unix.EPERM):
+			s.log.Warn("psych: this host may not mount a run's /work; runs take no files", "err", err)
+		case err != nil:
+			return nil, err
+		}
+	}
+	var trees []*os.File
+	p.Mounts, trees, err = s.view.mounts(r.dir, s.hostUID == 0, r.ws, s.cfg.TmpBytes, s.cfg.TmpInodes, s.cfg.TmpBytes/4)
+	if err == nil {
+		err = r.ws.Detach()
+	}
+	if err != nil {
+		closeAll(trees)
+		return nil, err
+	}
+	if !s.userns {
+		// No user namespace maps the program to the sandbox user: it
+		// finds itself in /etc/passwd under its own outer ids.
+		etc := map[string]string{}
+		for _, f := range host.EtcFilesFor(r.uid, r.gid) {
+			etc[f.Path] = f.Content
+		}
+		for i, m := range p.Mounts {
+			if c, ok := etc[m.Target]; ok && m.Kind == reexec.File {
+				p.Mounts[i].Data = []byte(c)
+			}
+		}
+	}
+	p.Mounts = append(p.Mounts,
+		reexec.Mount{Kind: reexec.Mkdir, Target: bootDir, Mode: 0o755},
+		reexec.Mount{Kind: reexec.File, Target: bootFile, Mode: 0o444, Data: s.launcher.Code()})
+	p.Mounts = append(p.Mounts, fontMounts(s.fonts)...)
+	p.Args = append([]string{s.python}, s.launcher.FileArgs(bootFile, reexec.WireFD)...)
+	return trees, nil
 }
 
 // viewed reports whether the run gets the filesystem view: a mount
@@ -239,24 +266,4 @@ func (r *run) attest() {
 		iso.LandlockScoped = host.ScopeNames(r.s.landlock)
 	}
 	host.AttestProcesses(iso, r.proc.InitPID, r.proc.InterpPID, r.s.hostNS)
-}
-
-// checkOthersExec checks that the interpreter file is executable by anyone,
-// which a view needs: inside, the sandbox user owns nothing of the host.
-func checkOthersExec(python string) error {
-	real, err := filepath.EvalSymlinks(python)
-	if err != nil {
-		return fmt.Errorf("resolve %s: %w", python, err)
-	}
-	fi, err := os.Stat(real)
-	if err != nil {
-		return fmt.Errorf("stat %s: %w", real, err)
-	}
-	if fi.IsDir() {
-		return fmt.Errorf("interpreter %s is a directory, not the interpreter's file", python)
-	}
-	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o001 == 0 {
-		return fmt.Errorf("interpreter %s (mode %v) is not executable by others, as the sandbox user needs", real, fi.Mode())
-	}
-	return nil
 }

@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/psych-runtime/psych/sandbox/internal/pyfacts"
@@ -47,70 +45,6 @@ func learnPython(python, cacheDir string, log *slog.Logger) (pyfacts.Facts, erro
 	}
 	log.Debug("psych: interpreter facts", "python", python, "version", f.Version, "cached", hit)
 	return f, nil
-}
-
-// checkExecutable reports whether uid/gid (with no supplementary groups)
-// can execute path: every directory on the way searchable, the file a
-// regular, executable file. The error names the component in the way.
-func checkExecutable(path string, uid, gid uint32) error {
-	return checkReach(path, uid, gid, true)
-}
-
-// checkSearchable reports whether uid/gid can search (enter) the directory
-// path and every directory above it.
-func checkSearchable(path string, uid, gid uint32) error {
-	return checkReach(path, uid, gid, false)
-}
-
-// checkReach walks path, resolved, from the root: each directory must be
-// searchable by uid/gid, and the last component an executable regular file
-// (file) or a searchable directory (!file).
-func checkReach(path string, uid, gid uint32, file bool) error {
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return fmt.Errorf("resolve %s: %w", path, err)
-	}
-	if real, err = filepath.Abs(real); err != nil {
-		return err
-	}
-	parts := strings.Split(real, "/")
-	dir := "/"
-	for i, p := range parts {
-		if p == "" {
-			continue
-		}
-		cur := filepath.Join(dir, p)
-		last := i == len(parts)-1
-		var st syscall.Stat_t
-		if err := syscall.Stat(cur, &st); err != nil {
-			return fmt.Errorf("stat %s: %w", cur, err)
-		}
-		isFile := st.Mode&syscall.S_IFMT == syscall.S_IFREG
-		if last && isFile != file {
-			return fmt.Errorf("%s is not a %s", cur, map[bool]string{true: "regular file", false: "directory"}[file])
-		}
-		if !permits(&st, uid, gid, 1) {
-			what := "search directory"
-			if last && file {
-				what = "execute"
-			}
-			return fmt.Errorf("uid %d cannot %s %s (mode %04o, owner %d:%d)", uid, what, cur, st.Mode&07777, st.Uid, st.Gid)
-		}
-		dir = cur
-	}
-	return nil
-}
-
-// permits applies the owner/group/other bits for bit (1 = x, 2 = w, 4 = r).
-func permits(st *syscall.Stat_t, uid, gid uint32, bit uint32) bool {
-	switch {
-	case st.Uid == uid:
-		return st.Mode>>6&bit != 0
-	case st.Gid == gid:
-		return st.Mode>>3&bit != 0
-	default:
-		return st.Mode&bit != 0
-	}
 }
 
 // interpreterError explains how to fix an interpreter the run user cannot use.

@@ -29,7 +29,7 @@ import (
 	"github.com/psych-runtime/psych/sandbox/internal/host"
 	"github.com/psych-runtime/psych/sandbox/internal/pool"
 	"github.com/psych-runtime/psych/sandbox/internal/pyfacts"
-	"github.com/psych-runtime/psych/sandbox/wire"
+	"github.com/psych-runtime/psych/sandbox/internal/setup"
 	"github.com/psych-runtime/psych/seccomp"
 )
 
@@ -118,85 +118,106 @@ var runSeq atomic.Uint64
 
 // New validates cfg, resolves the interpreter once and checks that the run
 // user can execute it, and removes what dead earlier hosts left behind.
+// Its phases: the defaults and checks, the probes (user namespaces, the
+// seccomp filter, the cgroup manager) started beside the interpreter's
+// facts, the run ids and the base directory, the mode (full or fallback),
+// the interpreter's reach, the view and bootstrap, the cgroups, the pool.
 func New(cfg Config) (*Sandbox, error) {
-	s := &Sandbox{cfg: cfg, hostUID: os.Geteuid(), log: cfg.Logger}
-	if s.log == nil {
-		s.log = slog.Default()
-	}
+	s := &Sandbox{cfg: cfg, hostUID: os.Geteuid()}
 	c := &s.cfg
-	c.DefaultLimits = c.DefaultLimits.Merge(sandbox.DefaultLimits())
-	if c.RunAs == nil {
-		if s.hostUID == 0 {
-			r, err := DefaultRunAs()
-			if err != nil {
-				s.log.Warn("psych: the runs' own outside ids cannot be had here; every run is nobody, and the kernel's per-uid quotas cross runs", "err", err)
-			}
-			c.RunAs = &r
-		} else {
-			c.RunAs = SingleID(uint32(s.hostUID), uint32(os.Getegid()))
-		}
-	} else {
-		r := *c.RunAs
-		c.RunAs = &r
+	if err := c.withDefaults(s.hostUID); err != nil {
+		return nil, err
 	}
-	if c.MaxOutputBytes == 0 {
-		c.MaxOutputBytes = DefaultMaxOutputBytes
-	}
-	if c.MaxFrameBytes == 0 {
-		c.MaxFrameBytes = wire.DefaultMaxFrame
-	}
-	if c.TmpBase == "" {
-		c.TmpBase = rootTmpBase
-		if s.hostUID != 0 {
-			base, err := host.UserBase(s.hostUID)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
-			}
-			c.TmpBase = base
-		}
-	}
+	s.log = c.Logger
 	if err := c.validate(s.hostUID); err != nil {
 		return nil, err
 	}
-	// Compiling the filter costs milliseconds: it overlaps the probes below.
-	// It is the one for a user namespace, where the run's ids are known.
-	type compiled struct {
-		f   *seccomp.Filter
-		err error
+	pr := s.startProbes()
+	python, err := resolveInterpreter(c.PythonBin)
+	if err != nil {
+		return nil, err
 	}
-	filter := make(chan compiled, 1)
-	// The probe is a cgo call, which holds its P while it runs: it starts
-	// first, so that the work on the critical path (the interpreter's
-	// facts, below) is not queued behind it.
-	type probed struct {
-		ok       bool
-		why, err error
+	s.python = python
+	pr.startCgroups(s)
+	// The interpreter's facts (for the view and the bootstrap: one
+	// interpreter start, or none on a cache hit) are the longest part: they
+	// are learnt here while the probes run beside, and dropped if the
+	// fallback needs none.
+	l := learnView(python, c.CacheDir, s.log)
+	if err := s.prepareIDs(); err != nil {
+		return nil, err
 	}
-	probec := make(chan probed, 1)
+	probe, m, f := <-pr.probe, <-pr.cgroups, <-pr.filter
+	if err := s.chooseMode(probe, l.err); err != nil {
+		return nil, err
+	}
+	if err := s.checkReach(); err != nil {
+		return nil, err
+	}
+	if err := s.useInterpreter(l, f); err != nil {
+		return nil, err
+	}
+	// The fork server starts (an exec of this binary) off the first run's
+	// path, once New's own work is done.
+	reexec.WarmForkServer()
+	if err := s.useCgroups(m); err != nil {
+		return nil, err
+	}
+	if c.Pool != nil {
+		if err := s.startPool(*c.Pool); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// probes are New's work that runs beside the interpreter's facts, each
+// answering once on its channel (buffered: an early return leaks nothing
+// but the goroutine's short remaining work).
+type probes struct {
+	probe   chan probed
+	filter  chan compiled
+	cgroups chan managed
+}
+
+type probed struct {
+	ok       bool
+	why, err error
+}
+
+type compiled struct {
+	f   *seccomp.Filter
+	err error
+}
+
+type managed struct {
+	cg  *cgroups.Manager
+	err error
+}
+
+// startProbes starts the user namespace probe and the filter's compile.
+// The probe is a cgo call, which holds its P while it runs: it starts
+// first, so that the work on the critical path (the interpreter's facts)
+// is not queued behind it. The filter is the one for a user namespace,
+// where the run's ids are known.
+func (s *Sandbox) startProbes() *probes {
+	c := &s.cfg
+	pr := &probes{probe: make(chan probed, 1), filter: make(chan compiled, 1), cgroups: make(chan managed, 1)}
 	go func() {
 		ok, why, err := reexec.Probe(c.RunAs.UID, c.RunAs.GID)
-		probec <- probed{ok, why, err}
+		pr.probe <- probed{ok, why, err}
 	}()
 	go func() {
 		f, err := confinedFilter(c.CacheDir, s.log)
-		filter <- compiled{f, err}
+		pr.filter <- compiled{f, err}
 	}()
-	var err error
-	python := c.PythonBin
-	if python == "" {
-		if python, err = resolvePython(); err != nil {
-			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
-		}
-	}
-	if python, err = filepath.Abs(python); err != nil {
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
-	}
-	s.python = python
-	type managed struct {
-		cg  *cgroups.Manager
-		err error
-	}
-	cgc := make(chan managed, 1)
+	return pr
+}
+
+// startCgroups removes what dead hosts left in the base and makes the
+// cgroup manager, beside the interpreter's facts.
+func (pr *probes) startCgroups(s *Sandbox) {
+	c := &s.cfg
 	go func() {
 		host.RemoveStale(c.TmpBase)
 		cgcfg := c.Cgroups
@@ -204,101 +225,132 @@ func New(cfg Config) (*Sandbox, error) {
 			cgcfg.Logger = s.log
 		}
 		cg, err := cgroups.NewManager(cgcfg)
-		cgc <- managed{cg, err}
+		pr.cgroups <- managed{cg, err}
 	}()
-	// The interpreter's facts (for the view and the bootstrap: one
-	// interpreter start, or none on a cache hit) are the longest part: they
-	// are learnt here while the probe, the filter and the cgroup manager
-	// run beside, and dropped if the fallback needs none.
-	type learned struct {
-		view     *view
-		launcher *bootstrap.Launcher
-		prefixes []string
-		fonts    *pyfacts.FontList
-		err      error
+}
+
+// resolveInterpreter is PythonBin, or python3 on PATH asked for its
+// sys.executable, as an absolute path.
+func resolveInterpreter(python string) (string, error) {
+	var err error
+	if python == "" {
+		if python, err = resolvePython(); err != nil {
+			return "", fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+		}
 	}
+	if python, err = filepath.Abs(python); err != nil {
+		return "", fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+	}
+	return python, nil
+}
+
+// learned is what the interpreter's facts give a Sandbox with a view.
+type learned struct {
+	view     *view
+	launcher *bootstrap.Launcher
+	prefixes []string
+	fonts    *pyfacts.FontList
+	err      error
+}
+
+// learnView learns python's facts and builds its view, launcher and
+// matplotlib font list.
+func learnView(python, cacheDir string, log *slog.Logger) learned {
 	var l learned
-	{
-		facts, err := learnPython(python, c.CacheDir, s.log)
-		if err == nil {
-			l.prefixes = facts.Prefixes
-			l.view, err = resolveView(python, facts.Prefixes)
-		}
-		if err == nil {
-			l.launcher, err = bootstrap.NewLauncherCode(facts.Code)
-			l.fonts = learnFonts(python, facts.Prefixes, l.view, c.CacheDir, s.log)
-		}
-		l.err = err
+	facts, err := learnPython(python, cacheDir, log)
+	if err == nil {
+		l.prefixes = facts.Prefixes
+		l.view, err = resolveView(python, facts.Prefixes)
 	}
+	if err == nil {
+		l.launcher, err = bootstrap.NewLauncherCode(facts.Code)
+		l.fonts = learnFonts(python, facts.Prefixes, l.view, cacheDir, log)
+	}
+	l.err = err
+	return l
+}
+
+// prepareIDs takes the RunAs range (checked unused on the host), this
+// process's cgroup owner and the base of the run directories.
+func (s *Sandbox) prepareIDs() error {
+	c := &s.cfg
 	if n := c.RunAs.size(); n > 1 {
 		s.ids = &host.IDRange{First: c.RunAs.UID, Count: n, Span: 1}
 		if err := s.ids.Check(); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	var err error
 	if s.owner, err = cgroups.SelfOwner(); err != nil {
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	if err := host.PrepareBase(c.TmpBase, s.hostUID); err != nil {
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+		return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
-	if c.TmpBytes == 0 {
-		c.TmpBytes = DefaultTmpBytes
-	}
-	c.Files = c.Files.Merge()
-	if c.TmpInodes == 0 {
-		c.TmpInodes = DefaultTmpInodes
-	}
-	pr, m, f := <-probec, <-cgc, <-filter
+	return nil
+}
+
+// chooseMode takes the probe's answer: user namespaces, or the fallback
+// where it is allowed (with the other namespaces and the view on a root
+// host that can make them, learnErr nil), said in a warning.
+func (s *Sandbox) chooseMode(pr probed, learnErr error) error {
+	c := &s.cfg
 	if testNoUserns {
 		pr.ok, pr.why = false, syscall.ENOSPC
 	}
+	const fallbackBare = "psych: no user namespace can be had here; runs take the fallback, as asked: no namespaces and no filesystem view, but rlimits, the uid drop, seccomp and Landlock where the kernel has it"
 	switch s.userns = pr.ok; {
 	case errors.Is(pr.err, reexec.ErrRunIDs):
-		return nil, fmt.Errorf("%w: run as %d:%d (map them into this user namespace, or set RunAs to ids it maps): %w", sandbox.ErrInvalidConfig, c.RunAs.UID, c.RunAs.GID, pr.err)
+		return fmt.Errorf("%w: run as %d:%d (map them into this user namespace, or set RunAs to ids it maps): %w", sandbox.ErrInvalidConfig, c.RunAs.UID, c.RunAs.GID, pr.err)
 	case pr.err != nil:
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, pr.err)
+		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, pr.err)
 	case !s.userns && !c.AllowFallback:
-		return nil, fmt.Errorf("%w (the kernel answered %v to uid %d); the fallback, with weaker isolation, must be asked for (Config.AllowFallback): %w",
+		return fmt.Errorf("%w (the kernel answered %v to uid %d); the fallback, with weaker isolation, must be asked for (Config.AllowFallback): %w",
 			ErrNoUserNamespace, errnoName(pr.why), c.RunAs.UID, sandbox.ErrRefused)
-	case !s.userns && s.hostUID == 0 && l.err == nil:
+	case !s.userns && s.hostUID == 0 && learnErr == nil:
 		// A root host makes the other namespaces and the view without one.
 		if err := rootNamespaces(); err != nil {
-			s.log.Warn("psych: no user namespace can be had here; runs take the fallback, as asked: no namespaces and no filesystem view, but rlimits, the uid drop, seccomp and Landlock where the kernel has it", "why", errnoName(pr.why), "no_namespaces", err)
+			s.log.Warn(fallbackBare, "why", errnoName(pr.why), "no_namespaces", err)
 			break
 		}
 		s.fallback.rootNS = true
 		s.log.Warn("psych: no user namespace can be had here; runs take the fallback, as asked: network, pid, ipc, uts, mount and cgroup namespaces and the view made as root, the program under its outside ids with no mapping, rlimits, seccomp", "why", errnoName(pr.why))
 	case !s.userns:
-		s.log.Warn("psych: no user namespace can be had here; runs take the fallback, as asked: no namespaces and no filesystem view, but rlimits, the uid drop, seccomp and Landlock where the kernel has it", "why", errnoName(pr.why))
+		s.log.Warn(fallbackBare, "why", errnoName(pr.why))
 	}
-	// Every run id must reach its run directory (the init mounts the new
-	// root on it). Through a view, a root host hands the interpreter's trees
-	// over as open_tree clones, so only the file's own mode matters;
-	// otherwise the run id must reach the interpreter by path. The ids of a
-	// range own nothing on the host (IDRange.Check), so what the first may
-	// reach, every one may: only it is checked.
-	{
-		uid, gid := c.RunAs.UID, c.RunAs.GID
-		if (s.userns || s.fallback.rootNS) && s.hostUID == 0 {
-			if err := checkOthersExec(python); err != nil {
-				return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
-			}
-		} else if err := checkExecutable(python, uid, gid); err != nil {
-			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, interpreterError(python, uid, err))
+	return nil
+}
+
+// checkReach checks that every run id can reach the interpreter and its
+// run directory (the init mounts the new root on it). Through a view, a
+// root host hands the interpreter's trees over as open_tree clones, so
+// only the file's own mode matters; otherwise the run id must reach the
+// interpreter by path. The ids of a range own nothing on the host
+// (IDRange.Check), so what the first may reach, every one may: only it is
+// checked.
+func (s *Sandbox) checkReach() error {
+	c := &s.cfg
+	uid, gid := c.RunAs.UID, c.RunAs.GID
+	viaTrees := (s.userns || s.fallback.rootNS) && s.hostUID == 0
+	if err := CheckInterpreter(s.python, uid, gid, viaTrees); err != nil {
+		if !viaTrees {
+			err = interpreterError(s.python, uid, err)
 		}
-		if err := checkSearchable(c.TmpBase, uid, gid); err != nil {
-			return nil, fmt.Errorf("%w: tmp base %s cannot hold run directories for uid %d: %w", sandbox.ErrInvalidConfig, c.TmpBase, uid, err)
-		}
+		return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
-	// An interpreter the bootstrap cannot serve is refused in either mode.
-	if errors.Is(l.err, pyfacts.ErrUnsupportedPython) {
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, l.err)
+	if err := checkSearchable(c.TmpBase, uid, gid); err != nil {
+		return fmt.Errorf("%w: tmp base %s cannot hold run directories for uid %d: %w", sandbox.ErrInvalidConfig, c.TmpBase, uid, err)
 	}
-	if s.userns {
-		if l.err != nil {
-			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, l.err)
-		}
+	return nil
+}
+
+// useInterpreter takes the view and launcher where the mode has a view,
+// the filter (the fallback's own, confining no ids, where it has no user
+// namespace), and the fallback's extras. An interpreter the bootstrap
+// cannot serve is refused in either mode.
+func (s *Sandbox) useInterpreter(l learned, f compiled) error {
+	if errors.Is(l.err, pyfacts.ErrUnsupportedPython) || s.userns && l.err != nil {
+		return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, l.err)
 	}
 	if s.userns || s.fallback.rootNS {
 		s.view, s.launcher, s.fonts = l.view, l.launcher, l.fonts
@@ -310,35 +362,35 @@ func New(cfg Config) (*Sandbox, error) {
 		f.f, f.err = seccomp.DefaultFilter()
 		if f.err == nil {
 			rootNS := s.fallback.rootNS
-			s.fallback, f.err = newFallback(python, l.prefixes)
+			s.fallback, f.err = newFallback(s.python, l.prefixes)
 			s.fallback.rootNS = rootNS
 		}
 	}
+	var err error
 	if s.filter, err = f.f, f.err; err != nil {
-		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
+		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	if s.launcher == nil { // the fallback: no view, the bootstrap compiled here
-		if s.launcher, err = bootstrap.Prepare(python); err != nil {
-			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
+		if s.launcher, err = bootstrap.Prepare(s.python); err != nil {
+			return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 		}
 	}
-	// The fork server starts (an exec of this binary) off the first run's
-	// path, once New's own work is done.
-	reexec.WarmForkServer()
-	if s.cg, err = m.cg, m.err; err != nil {
-		if errors.Is(err, cgroups.ErrInvalid) {
-			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
-		}
-		s.cg = nil
-		s.cgErr = err
-		s.log.Warn("psych: no run cgroup; rlimits alone hold: cpu_seconds per process (RLIMIT_CPU), no whole-run memory cap or usage", "err", err)
+	return nil
+}
+
+// useCgroups takes the cgroup manager, or runs without run cgroups, said
+// in a warning; a cgroup configuration that is wrong is refused.
+func (s *Sandbox) useCgroups(m managed) error {
+	if s.cg = m.cg; m.err == nil {
+		return nil
 	}
-	if c.Pool != nil {
-		if err := s.startPool(*c.Pool); err != nil {
-			return nil, err
-		}
+	if errors.Is(m.err, cgroups.ErrInvalid) {
+		return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, m.err)
 	}
-	return s, nil
+	s.cg = nil
+	s.cgErr = m.err
+	s.log.Warn("psych: no run cgroup; rlimits alone hold: cpu_seconds per process (RLIMIT_CPU), no whole-run memory cap or usage", "err", m.err)
+	return nil
 }
 
 // Python is the interpreter this Sandbox runs.
@@ -596,6 +648,11 @@ func (r *run) start() error {
 		}
 	}
 
+	// What the init inherits (the wire's and the pipes' child ends, the
+	// tree clones, the v1 tasks files) is closed here once it holds them,
+	// or on failure.
+	var child setup.Undo
+	defer child.Unwind()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("%w: wire socketpair: %w", sandbox.ErrHostFault, err)
@@ -603,33 +660,27 @@ func (r *run) start() error {
 	// Blocking, so a reply wakes the serving thread straight from the kernel
 	// (not through the netpoller); teardown shuts it down to unblock it.
 	r.host = os.NewFile(uintptr(fds[0]), "psych-wire-host")
-	child := os.NewFile(uintptr(fds[1]), "psych-wire-child")
+	wire := os.NewFile(uintptr(fds[1]), "psych-wire-child")
+	child.Push(wire.Close)
 	var outW, errW *os.File
-	closeChild := func() {
-		child.Close()
-		outW.Close()
-		errW.Close()
-	}
 	if r.outR, outW, err = os.Pipe(); err != nil {
-		closeChild()
 		return fmt.Errorf("%w: stdout pipe: %w", sandbox.ErrHostFault, err)
 	}
+	child.Push(outW.Close)
 	if r.errR, errW, err = os.Pipe(); err != nil {
-		closeChild()
 		return fmt.Errorf("%w: stderr pipe: %w", sandbox.ErrHostFault, err)
 	}
+	child.Push(errW.Close)
 	plan, trees, err := r.plan()
 	if err != nil {
-		closeChild()
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
+	child.PushClose(func() { closeAll(trees) })
 	if err := r.startFrame(); err != nil {
-		closeAll(trees)
-		closeChild()
 		return err
 	}
 	opts := &reexec.Options{
-		Plan: plan, Stdout: outW, Stderr: errW, Wire: child, CgroupFD: -1,
+		Plan: plan, Stdout: outW, Stderr: errW, Wire: wire, CgroupFD: -1,
 		Ready:   r.ready,
 		Timeout: 30 * time.Second,
 	}
@@ -639,16 +690,13 @@ func (r *run) start() error {
 		// CLONE_INTO_CGROUP cannot reach: the first process joins them
 		// itself before the init forks anything.
 		if plan.CgroupTasks, err = r.cg.OpenTasks(); err != nil {
-			closeAll(trees)
-			closeChild()
 			return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 		}
+		child.PushClose(func() { closeAll(plan.CgroupTasks) })
 	}
 	r.started = time.Now()
 	r.proc, err = reexec.Start(opts)
-	closeAll(trees)
-	closeAll(plan.CgroupTasks)
-	closeChild()
+	child.Unwind()
 	if err != nil {
 		r.proc = nil
 		if errors.Is(err, sandbox.ErrRefused) {

@@ -15,6 +15,7 @@ import (
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/setup"
 )
 
 // The sandbox user, inside the user namespace. Outside it is the run id.
@@ -292,157 +293,228 @@ func overlayData(lower string) []byte {
 // tmpfs the host keeps a handle on; else they are the directories of one
 // tmpfs the init mounts (no files come in or out).
 func (v *view) mounts(root string, hostRoot bool, ws *host.Workspace, tmpBytes, tmpInodes, shmBytes int64) (ms []reexec.Mount, files []*os.File, retErr error) {
-	defer func() {
-		if retErr != nil {
-			closeAll(files)
-		}
-	}()
-	bind := func(src, target string, attr uint64, recursive bool) error {
-		m := reexec.Mount{Kind: reexec.Bind, Source: src, Target: target, Attr: attr, Recursive: recursive}
-		if hostRoot {
-			flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC)
-			if recursive {
-				flags |= unix.AT_RECURSIVE
-			}
-			fd, err := unix.OpenTree(unix.AT_FDCWD, src, flags)
-			if err != nil {
-				return fmt.Errorf("clone host tree %s: %w", src, os.NewSyscallError("open_tree", err))
-			}
-			m.Tree = os.NewFile(uintptr(fd), src)
-			files = append(files, m.Tree)
-		}
-		ms = append(ms, m)
-		return nil
+	p := &mountPlan{v: v, root: root, hostRoot: hostRoot, groups: map[string]string{}}
+	defer p.undo.OnError(&retErr)
+	p.links()
+	p.staging()
+	if err := p.trees(); err != nil {
+		return nil, nil, err
 	}
-	mkdirs := func(p string) {
-		var chain []string
-		for d := filepath.Dir(p); d != "/"; d = filepath.Dir(d) {
-			chain = append(chain, d)
-		}
-		for i := len(chain) - 1; i >= 0; i-- {
-			ms = append(ms, reexec.Mount{Kind: reexec.Mkdir, Target: chain[i], Mode: 0o755})
+	p.etc()
+	if err := p.hostFiles(); err != nil {
+		return nil, nil, err
+	}
+	if ws == nil {
+		p.initWorkspace(tmpBytes, tmpInodes)
+	}
+	p.add(reexec.Mount{Kind: reexec.Detach, Target: stageDir})
+	if err := p.dev(shmBytes, tmpInodes); err != nil {
+		return nil, nil, err
+	}
+	p.proc()
+	if ws != nil {
+		if err := p.workspace(ws); err != nil {
+			return nil, nil, err
 		}
 	}
-	links := make([]string, 0, len(v.links))
-	for l := range v.links {
+	return p.ms, p.files, nil
+}
+
+// mountPlan is a run's mount plan as mounts builds it, one method per part
+// of the view, in the order the init carries them out (as runc's
+// rootfs_linux.go has mountToRootfs, createDevices, setupPtmx).
+type mountPlan struct {
+	v        *view
+	root     string // the new root, on the host
+	hostRoot bool   // the host clones the trees (open_tree)
+	ms       []reexec.Mount
+	files    []*os.File        // the clones, for the caller to close after the start
+	undo     setup.Undo        // closes the clones where the plan fails
+	stages   int               // staging points made
+	groups   map[string]string // host directory -> its staging point
+}
+
+func (p *mountPlan) add(m ...reexec.Mount) { p.ms = append(p.ms, m...) }
+
+// bind binds src at target: a root host clones it here.
+func (p *mountPlan) bind(src, target string, attr uint64, recursive bool) error {
+	m := reexec.Mount{Kind: reexec.Bind, Source: src, Target: target, Attr: attr, Recursive: recursive}
+	if p.hostRoot {
+		flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC)
+		if recursive {
+			flags |= unix.AT_RECURSIVE
+		}
+		fd, err := unix.OpenTree(unix.AT_FDCWD, src, flags)
+		if err != nil {
+			return fmt.Errorf("clone host tree %s: %w", src, os.NewSyscallError("open_tree", err))
+		}
+		m.Tree = os.NewFile(uintptr(fd), src)
+		p.files = append(p.files, m.Tree)
+		p.undo.Push(m.Tree.Close)
+	}
+	p.add(m)
+	return nil
+}
+
+// mkdirs makes the directories above path, from the root down.
+func (p *mountPlan) mkdirs(path string) {
+	var chain []string
+	for d := filepath.Dir(path); d != "/"; d = filepath.Dir(d) {
+		chain = append(chain, d)
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		p.add(reexec.Mount{Kind: reexec.Mkdir, Target: chain[i], Mode: 0o755})
+	}
+}
+
+// links recreates the host's top-level symlinks (/lib -> usr/lib).
+func (p *mountPlan) links() {
+	links := make([]string, 0, len(p.v.links))
+	for l := range p.v.links {
 		links = append(links, l)
 	}
 	sort.Strings(links)
 	for _, l := range links {
-		ms = append(ms, reexec.Mount{Kind: reexec.Symlink, Source: v.links[l], Target: l})
+		p.add(reexec.Mount{Kind: reexec.Symlink, Source: p.v.links[l], Target: l})
 	}
-	// Each host tree and file through overlays of the run's own (view).
-	// The staging points and the empty layer are on a tmpfs of their own,
-	// detached with all that is mounted on it in one unmount at the end:
-	// each unmount waits for an RCU grace period.
-	ms = append(ms,
+}
+
+// staging mounts the tmpfs of the staging points and the empty layer,
+// detached with all that is mounted on it in one unmount at the end: each
+// unmount waits for an RCU grace period.
+func (p *mountPlan) staging() {
+	p.add(
 		reexec.Mount{Kind: reexec.Tmpfs, Target: stageDir, Data: []byte("size=4k,nr_inodes=1024,mode=0700")},
 		reexec.Mount{Kind: reexec.Mkdir, Target: stageDir + "/empty", Mode: 0o555})
-	stages := 0
-	stage := func(src string, recursive bool) (string, error) {
-		s := fmt.Sprintf("%s/%d", stageDir, stages)
-		stages++
-		ms = append(ms, reexec.Mount{Kind: reexec.Mkdir, Target: s, Mode: 0o700})
-		return s, bind(src, s, roAttr, recursive)
-	}
-	overlay := func(lower, target string) {
-		ms = append(ms, reexec.Mount{Kind: reexec.Overlay, Target: target, Attr: roAttr, Data: overlayData(lower)})
-	}
-	for _, t := range v.trees {
-		s, err := stage(t, true)
+}
+
+// stage binds src at a new staging point, which it returns.
+func (p *mountPlan) stage(src string, recursive bool) (string, error) {
+	s := fmt.Sprintf("%s/%d", stageDir, p.stages)
+	p.stages++
+	p.add(reexec.Mount{Kind: reexec.Mkdir, Target: s, Mode: 0o700})
+	return s, p.bind(src, s, roAttr, recursive)
+}
+
+// overlay mounts the run's own read-only overlay of lower at target.
+func (p *mountPlan) overlay(lower, target string) {
+	p.add(reexec.Mount{Kind: reexec.Overlay, Target: target, Attr: roAttr, Data: overlayData(lower)})
+}
+
+// trees hands in each host tree through an overlay of the run's own, and
+// the host's mount points below it (an overlay, or a file bound as it is).
+func (p *mountPlan) trees() error {
+	for _, t := range p.v.trees {
+		s, err := p.stage(t, true)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
-		mkdirs(t)
-		overlay(s, t)
-		for _, sub := range v.subs[t] {
+		p.mkdirs(t)
+		p.overlay(s, t)
+		for _, sub := range p.v.subs[t] {
 			if sub.dir {
-				overlay(s+below(sub.path, t), sub.path)
+				p.overlay(s+below(sub.path, t), sub.path)
 			} else {
-				ms = append(ms, reexec.Mount{Kind: reexec.Bind, Source: root + s + below(sub.path, t), Target: sub.path, Attr: roAttr})
+				p.add(reexec.Mount{Kind: reexec.Bind, Source: p.root + s + below(sub.path, t), Target: sub.path, Attr: roAttr})
 			}
 		}
 	}
-	ms = append(ms, reexec.Mount{Kind: reexec.Mkdir, Target: "/etc", Mode: 0o755})
+	return nil
+}
+
+// etc makes the sandbox's own /etc files.
+func (p *mountPlan) etc() {
+	p.add(reexec.Mount{Kind: reexec.Mkdir, Target: "/etc", Mode: 0o755})
 	for _, f := range host.EtcFiles() {
-		ms = append(ms, reexec.Mount{Kind: reexec.File, Target: f.Path, Mode: 0o444, Data: []byte(f.Content)})
+		p.add(reexec.Mount{Kind: reexec.File, Target: f.Path, Mode: 0o444, Data: []byte(f.Content)})
 	}
-	groups := map[string]string{}
-	for _, f := range v.files {
-		mkdirs(f.path)
+}
+
+// hostFiles hands in each host file: bound out of its tree's overlay, out
+// of an overlay of its directory, or as it is where it is a mount point.
+func (p *mountPlan) hostFiles() error {
+	for _, f := range p.v.files {
+		p.mkdirs(f.path)
 		switch {
 		case f.inTree:
-			ms = append(ms, reexec.Mount{Kind: reexec.Bind, Source: root + f.real, Target: f.path, Attr: roAttr})
+			p.add(reexec.Mount{Kind: reexec.Bind, Source: p.root + f.real, Target: f.path, Attr: roAttr})
 		case f.group != "":
-			s, ok := groups[f.group]
+			s, ok := p.groups[f.group]
 			if !ok {
 				var err error
-				if s, err = stage(f.group, false); err != nil {
-					return nil, nil, err
+				if s, err = p.stage(f.group, false); err != nil {
+					return err
 				}
-				overlay(s, s)
-				groups[f.group] = s
+				p.overlay(s, s)
+				p.groups[f.group] = s
 			}
-			ms = append(ms, reexec.Mount{Kind: reexec.Bind, Source: root + s + below(f.real, f.group), Target: f.path, Attr: roAttr})
+			p.add(reexec.Mount{Kind: reexec.Bind, Source: p.root + s + below(f.real, f.group), Target: f.path, Attr: roAttr})
 		default:
-			if err := bind(f.real, f.path, roAttr, false); err != nil {
-				return nil, nil, err
+			if err := p.bind(f.real, f.path, roAttr, false); err != nil {
+				return err
 			}
 		}
 	}
-	if ws == nil {
-		// No workspace (a host that may not mount on its own side): /tmp
-		// and /work are still two directories of one tmpfs, which the init
-		// mounts on the staging tmpfs, binds, and detaches with it.
-		run := stageDir + "/run"
-		ms = append(ms,
-			reexec.Mount{Kind: reexec.Tmpfs, Target: run, Data: []byte(fmt.Sprintf("size=%d,nr_inodes=%d,mode=0755", tmpBytes, tmpInodes))},
-			reexec.Mount{Kind: reexec.Mkdir, Target: run + "/" + host.WorkspaceTmp, Mode: 0o1777},
-			reexec.Mount{Kind: reexec.Mkdir, Target: run + "/" + host.WorkspaceWork, Mode: 0o1777},
-			reexec.Mount{Kind: reexec.Bind, Source: root + run + "/" + host.WorkspaceTmp, Target: "/tmp", Attr: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV},
-			reexec.Mount{Kind: reexec.Bind, Source: root + run + "/" + host.WorkspaceWork, Target: sandbox.WorkDir, Attr: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV})
-	}
-	ms = append(ms, reexec.Mount{Kind: reexec.Detach, Target: stageDir})
-	ms = append(ms, reexec.Mount{Kind: reexec.Mkdir, Target: "/dev", Mode: 0o755})
+	return nil
+}
+
+// initWorkspace is /tmp and /work without a workspace (a host that may not
+// mount on its own side): still two directories of one tmpfs, which the
+// init mounts on the staging tmpfs, binds, and detaches with it.
+func (p *mountPlan) initWorkspace(tmpBytes, tmpInodes int64) {
+	run := stageDir + "/run"
+	p.add(
+		reexec.Mount{Kind: reexec.Tmpfs, Target: run, Data: []byte(fmt.Sprintf("size=%d,nr_inodes=%d,mode=0755", tmpBytes, tmpInodes))},
+		reexec.Mount{Kind: reexec.Mkdir, Target: run + "/" + host.WorkspaceTmp, Mode: 0o1777},
+		reexec.Mount{Kind: reexec.Mkdir, Target: run + "/" + host.WorkspaceWork, Mode: 0o1777},
+		reexec.Mount{Kind: reexec.Bind, Source: p.root + run + "/" + host.WorkspaceTmp, Target: "/tmp", Attr: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV},
+		reexec.Mount{Kind: reexec.Bind, Source: p.root + run + "/" + host.WorkspaceWork, Target: sandbox.WorkDir, Attr: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV})
+}
+
+// dev makes /dev: the host's harmless nodes, the fd links, pseudo-terminals
+// from a devpts instance of the run's own (as bubblewrap's --dev and every
+// container engine give: it shows only the ptys the run opened, never a
+// host terminal, and holds at most 64), and /dev/shm.
+func (p *mountPlan) dev(shmBytes, tmpInodes int64) error {
+	p.add(reexec.Mount{Kind: reexec.Mkdir, Target: "/dev", Mode: 0o755})
 	for _, d := range []string{"null", "zero", "full", "random", "urandom"} {
-		if err := bind("/dev/"+d, "/dev/"+d, devAttr, false); err != nil {
-			return nil, nil, err
+		if err := p.bind("/dev/"+d, "/dev/"+d, devAttr, false); err != nil {
+			return err
 		}
 	}
 	for name, target := range map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {
-		ms = append(ms, reexec.Mount{Kind: reexec.Symlink, Source: target, Target: "/dev/" + name})
+		p.add(reexec.Mount{Kind: reexec.Symlink, Source: target, Target: "/dev/" + name})
 	}
-	// Pseudo-terminals from a devpts instance of the run's own (as
-	// bubblewrap's --dev and every container engine give): it shows only
-	// the ptys the run opened, never a host terminal, and holds at most 64.
-	ms = append(ms,
+	p.add(
 		reexec.Mount{Kind: reexec.Devpts, Target: "/dev/pts", Data: []byte("newinstance,ptmxmode=0666,mode=620,max=64")},
 		reexec.Mount{Kind: reexec.Symlink, Source: "pts/ptmx", Target: "/dev/ptmx"},
-	)
-	ms = append(ms,
 		reexec.Mount{Kind: reexec.Tmpfs, Target: "/dev/shm", Attr: unix.MOUNT_ATTR_NOEXEC,
-			Data: []byte(fmt.Sprintf("size=%d,nr_inodes=%d,mode=1777", shmBytes, tmpInodes))},
-		reexec.Mount{Kind: reexec.Proc, Target: "/proc"},
-	)
-	// Masks and the read-only /proc/sys are binds inside the new root; the
-	// init clones them itself.
-	for _, m := range v.procMasks {
-		ms = append(ms, reexec.Mount{Kind: reexec.Bind, Source: root + "/dev/null", Target: m, Attr: devAttr | unix.MOUNT_ATTR_RDONLY})
+			Data: []byte(fmt.Sprintf("size=%d,nr_inodes=%d,mode=1777", shmBytes, tmpInodes))})
+	return nil
+}
+
+// proc mounts /proc, its masks and the read-only /proc/sys: binds inside
+// the new root, which the init clones itself.
+func (p *mountPlan) proc() {
+	p.add(reexec.Mount{Kind: reexec.Proc, Target: "/proc"})
+	for _, m := range p.v.procMasks {
+		p.add(reexec.Mount{Kind: reexec.Bind, Source: p.root + "/dev/null", Target: m, Attr: devAttr | unix.MOUNT_ATTR_RDONLY})
 	}
-	ms = append(ms,
-		reexec.Mount{Kind: reexec.Bind, Source: root + "/proc/sys", Target: "/proc/sys", Attr: roAttr | unix.MOUNT_ATTR_NOEXEC, Recursive: true})
-	if ws == nil {
-		return ms, files, nil
-	}
+	p.add(reexec.Mount{Kind: reexec.Bind, Source: p.root + "/proc/sys", Target: "/proc/sys", Attr: roAttr | unix.MOUNT_ATTR_NOEXEC, Recursive: true})
+}
+
+// workspace binds the workspace's /tmp and /work, clones the host holds.
+func (p *mountPlan) workspace(ws *host.Workspace) error {
 	for _, d := range []struct{ name, target string }{{host.WorkspaceTmp, "/tmp"}, {host.WorkspaceWork, sandbox.WorkDir}} {
 		tree, err := ws.Clone(d.name)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
-		files = append(files, tree)
-		ms = append(ms, reexec.Mount{Kind: reexec.Bind, Tree: tree, Target: d.target, Attr: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV})
+		p.files = append(p.files, tree)
+		p.undo.Push(tree.Close)
+		p.add(reexec.Mount{Kind: reexec.Bind, Tree: tree, Target: d.target, Attr: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV})
 	}
-	return ms, files, nil
+	return nil
 }
 
 func closeAll(files []*os.File) {

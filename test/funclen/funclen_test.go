@@ -42,11 +42,6 @@ const maxLines = 100
 // is the function's directory in the module, a dot, and its name, a
 // method's with its receiver type: "sandbox/container.(*run).start".
 var over = map[string]int{
-	// The backends' and the host core's (issue 29's other parts).
-	"sandbox/subprocess.New":            220,
-	"sandbox/subprocess.(*view).mounts": 153,
-	"sandbox/subprocess.(*run).plan":    122,
-	"sandbox/container.(*run).start":    182,
 	// The commands, the bench and the contract suite's runner.
 	"cmd/internal/commands/serve.serve": 134,
 	"cmd/internal/commands/run.run":     106,
