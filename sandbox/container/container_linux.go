@@ -25,6 +25,7 @@ import (
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/nsexec"
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/attest"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
 	"github.com/psych-runtime/psych/sandbox/internal/pool"
 	"github.com/psych-runtime/psych/seccomp"
@@ -83,7 +84,7 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("%w: the container backend needs a root host (the engines' sockets are root's)", sandbox.ErrInvalidConfig)
 	}
-	s := &Sandbox{cfg: cfg, log: cfg.Logger, hostNS: host.HostNamespaces(),
+	s := &Sandbox{cfg: cfg, log: cfg.Logger, hostNS: attest.HostNamespaces(),
 		ids: host.IDRange{First: host.DefaultIDFirst, Count: host.DefaultIDCount, Span: 2}}
 	if cfg.RunAs == nil {
 		if err := s.ids.Mapped(); err != nil {
@@ -125,7 +126,7 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 	if s.oci, err = pol.OCI(); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	s.scopes = host.LandlockScopes()
+	s.scopes = attest.LandlockScopes()
 	if err := host.PrepareBase(cfg.RunBase, 0); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
@@ -664,7 +665,7 @@ func (r *run) connect(ctx context.Context, syncL, wireL *net.UnixListener, outer
 	wireL.Close()
 	os.Remove(filepath.Join(r.dir, "wire.sock"))
 	cred, err := reexec.PeerCred(r.wire)
-	if err != nil || int(cred.Uid) != int(outer.UID) || host.PPid(int(cred.Pid)) != r.proc.InitPID {
+	if err != nil || int(cred.Uid) != int(outer.UID) || attest.PPid(int(cred.Pid)) != r.proc.InitPID {
 		r.wire.Close()
 		return fmt.Errorf("%w: the wire's peer (%+v, %v) is not the run's interpreter", sandbox.ErrHostFault, cred, err)
 	}
@@ -693,7 +694,7 @@ func (r *run) ready(initPID int) error {
 		return fmt.Errorf("%w: the container's network namespace: %w", sandbox.ErrHostFault, err)
 	}
 	fd := int(nl.Fd())
-	nc, err := host.CheckNetwork(fd, r.s.hooks.beforeNetCheck)
+	nc, err := attest.CheckNetwork(fd, r.s.hooks.beforeNetCheck)
 	if err != nil {
 		nl.Close()
 		return err
@@ -724,12 +725,12 @@ func (r *run) attest() {
 	iso.Image = &img
 	iso.Mode = "namespaces"
 	iso.SeccompDigest = s.filter.Digest()
-	iso.LandlockScoped = host.ScopeNames(s.scopes)
+	iso.LandlockScoped = attest.ScopeNames(s.scopes)
 	iso.Cgroup = cgroups.ModeNone
 	if r.cg != nil {
 		iso.Cgroup = r.cg.Mode()
 	}
-	host.AttestProcesses(iso, r.proc.InitPID, r.proc.InterpPID, s.hostNS)
+	attest.AttestProcesses(iso, r.proc.InitPID, r.proc.InterpPID, s.hostNS)
 }
 
 // floor refuses a run below psych's floor, whatever options said: no

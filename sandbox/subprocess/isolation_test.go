@@ -19,6 +19,7 @@ import (
 	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/netns"
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/attest"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
 	"github.com/psych-runtime/psych/test/contract"
 )
@@ -269,7 +270,7 @@ func TestFallbackWithoutUserNamespaces(t *testing.T) {
 	// the attestation says so, and network_denied stays false.
 	want := map[string]string{"home": "PermissionError", "secret": "PermissionError", "tmpdir": "ok", "inet": "PermissionError", "inet6": "PermissionError", "unix": "ok"}
 	wantNet := map[string]string{"home": "PermissionError", "secret": "PermissionError", "tmpdir": "ok", "inet": "ok", "inet6": "ok", "unix": "ok"}
-	if host.LandlockABI() == 0 {
+	if attest.LandlockABI() == 0 {
 		t.Log("this kernel has no Landlock: the fallback's files are not confined here")
 		for _, m := range []map[string]string{want, wantNet} {
 			m["home"], m["secret"] = "ok", "ok"

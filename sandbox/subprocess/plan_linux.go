@@ -16,6 +16,7 @@ import (
 	"github.com/psych-runtime/psych/internal/layers"
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/attest"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
 )
 
@@ -235,9 +236,9 @@ func (r *run) attest() {
 		if !r.s.hooks.noSeccomp {
 			iso.SeccompDigest = r.filter.Digest()
 		}
-		iso.LandlockScoped = host.ScopeNames(r.s.landlock)
+		iso.LandlockScoped = attest.ScopeNames(r.s.landlock)
 	}
-	host.AttestProcesses(iso, r.proc.InitPID, r.proc.InterpPID, r.s.hostNS)
+	attest.AttestProcesses(iso, r.proc.InitPID, r.proc.InterpPID, r.s.hostNS)
 }
 
 // checkOthersExec checks that the interpreter file is executable by anyone,

@@ -26,6 +26,7 @@ import (
 	"github.com/psych-runtime/psych/internal/layers"
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/attest"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
 	"github.com/psych-runtime/psych/sandbox/internal/pool"
 	"github.com/psych-runtime/psych/sandbox/internal/pyfacts"
@@ -300,8 +301,8 @@ func New(cfg Config) (*Sandbox, error) {
 	if s.userns || s.fallback.rootNS {
 		s.view, s.launcher = l.view, l.launcher
 	}
-	s.landlock = host.LandlockScopes()
-	s.hostNS = host.HostNamespaces()
+	s.landlock = attest.LandlockScopes()
+	s.hostNS = attest.HostNamespaces()
 	if !s.userns {
 		// The fallback runs as host ids from a range: id 0 alone is refused.
 		f.f, f.err = seccomp.DefaultFilter()
@@ -854,7 +855,7 @@ func (r *run) ready(initPID int, netlink *os.File) error {
 		return nil
 	}
 	fd := int(netlink.Fd())
-	nc, err := host.CheckNetwork(fd, r.s.hooks.beforeNetCheck)
+	nc, err := attest.CheckNetwork(fd, r.s.hooks.beforeNetCheck)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,6 @@
 //     teardown; the frame's status is then the run's, which the program
 //     could have given the kernel as well. Output still held open (a child
 //     of the program) leaves the end to the kernel's word.
-//   - ReadStatus, ReadMap and Namespaces read the attestation from /proc.
 //   - NewRunDir and RemoveStale keep per-run directories, named after their
 //     owner (cgroups.Owner), so a later host removes only a dead host's.
 //

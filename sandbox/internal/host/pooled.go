@@ -19,6 +19,7 @@ import (
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/attest"
 	"github.com/psych-runtime/psych/sandbox/internal/pool"
 )
 
@@ -189,7 +190,7 @@ func (p Pooled) Dispatch(d Dispatch) (cpuBase time.Duration, err error) {
 	if err != nil {
 		return 0, err
 	}
-	used, err := ProcessCPU(p.InterpPID)
+	used, err := attest.ProcessCPU(p.InterpPID)
 	if err != nil {
 		return 0, err
 	}
@@ -210,7 +211,7 @@ func (p Pooled) Dispatch(d Dispatch) (cpuBase time.Duration, err error) {
 		return 0, err
 	}
 	iso := p.Isolation
-	iso.Network, iso.EnvKeys, iso.Limits = nc, EnvKeys(d.Env), ReadLimits(p.InterpPID)
+	iso.Network, iso.EnvKeys, iso.Limits = nc, EnvKeys(d.Env), attest.ReadLimits(p.InterpPID)
 	// The baseline last: what the host did above is not the program's.
 	return p.Cgroup.CPU()
 }
@@ -222,7 +223,7 @@ func (p Pooled) Dispatch(d Dispatch) (cpuBase time.Duration, err error) {
 // were slower here (two CPUs, and threads to wake). On success it returns
 // the network check, for the run's attestation.
 func CheckPooled(p Pooled) (*sandbox.NetworkCheck, error) {
-	if what := Readback(p.Isolation, p.InitPID, p.InterpPID, p.HostNS); what != "" {
+	if what := attest.Readback(p.Isolation, p.InitPID, p.InterpPID, p.HostNS); what != "" {
 		return nil, fmt.Errorf("its attestation no longer reads back the same: %s", what)
 	}
 	if p.BeforeCheck != nil {
@@ -230,7 +231,7 @@ func CheckPooled(p Pooled) (*sandbox.NetworkCheck, error) {
 			return nil, err
 		}
 	}
-	nc, err := CheckNetwork(p.Netlink, nil)
+	nc, err := attest.CheckNetwork(p.Netlink, nil)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("network check: %w", err)

@@ -1,5 +1,5 @@
 //go:build !linux
 
-package host
+package attest
 
 func rootMountID() (string, bool) { return "", false }
