@@ -67,10 +67,10 @@ type Config struct {
 	EnvAllowlist []string
 	// RunAs is the uid/gid the program runs as outside the container, the
 	// same for every run. Nil: every run its own, from the range the
-	// subprocess backend uses (host.DefaultIDFirst, DefaultIDCount),
+	// subprocess backend uses (resources.DefaultIDFirst, DefaultIDCount),
 	// claimed two at a time across every psych host on the machine, so
 	// that the kernel's per-uid quotas never cross runs; a Run that finds
-	// every pair claimed waits, at most host.IDWait, then fails with
+	// every pair claimed waits, at most resources.IDWait, then fails with
 	// sandbox.ErrBusy. Never 0 or 1: where the engine gives a user
 	// namespace (containerd), the container's uid 0, which runc's setup
 	// needs, is mapped to the id just below RunAs (the pair's first), which

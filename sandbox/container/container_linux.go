@@ -28,6 +28,7 @@ import (
 	"github.com/psych-runtime/psych/sandbox/internal/attest"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
 	"github.com/psych-runtime/psych/sandbox/internal/pool"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 	"github.com/psych-runtime/psych/seccomp"
 )
 
@@ -46,7 +47,7 @@ type Sandbox struct {
 	scopes  uint64 // Landlock scopes the init applies
 	log     *slog.Logger
 	hooks   hooks
-	ids     host.IDRange // the runs' own outside ids, where RunAs is nil
+	ids     resources.IDRange // the runs' own outside ids, where RunAs is nil
 	mu      sync.Mutex
 	closed  bool
 	running sync.WaitGroup
@@ -85,11 +86,11 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 		return nil, fmt.Errorf("%w: the container backend needs a root host (the engines' sockets are root's)", sandbox.ErrInvalidConfig)
 	}
 	s := &Sandbox{cfg: cfg, log: cfg.Logger, hostNS: attest.HostNamespaces(),
-		ids: host.IDRange{First: host.DefaultIDFirst, Count: host.DefaultIDCount, Span: 2}}
+		ids: resources.IDRange{First: resources.DefaultIDFirst, Count: resources.DefaultIDCount, Span: 2}}
 	if cfg.RunAs == nil {
 		if err := s.ids.Mapped(); err != nil {
 			s.log.Warn("psych: the runs' own outside ids cannot be had here; every run is nobody, and the kernel's per-uid quotas cross runs", "err", err)
-			s.cfg.RunAs = &IDs{host.NobodyID, host.NobodyID}
+			s.cfg.RunAs = &IDs{resources.NobodyID, resources.NobodyID}
 		} else if err := s.ids.Check(); err != nil {
 			return nil, err
 		}
@@ -116,7 +117,7 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 	pol := seccomp.Default()
 	switch {
 	case s.eng.userNS():
-		pol.ConfineIDs(host.SandboxUID, host.SandboxGID)
+		pol.ConfineIDs(resources.SandboxUID, resources.SandboxGID)
 	case s.cfg.RunAs != nil:
 		pol.ConfineIDs(s.cfg.RunAs.UID, s.cfg.RunAs.GID)
 	}
@@ -127,12 +128,12 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	s.scopes = attest.LandlockScopes()
-	if err := host.PrepareBase(cfg.RunBase, 0); err != nil {
+	if err := resources.PrepareBase(cfg.RunBase, 0); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
 	s.runs, s.mnts = filepath.Join(cfg.RunBase, "runs"), filepath.Join(cfg.RunBase, "mnt")
 	for _, d := range []string{s.runs, s.mnts} {
-		if err := host.PrepareBase(d, 0); err != nil {
+		if err := resources.PrepareBase(d, 0); err != nil {
 			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 		}
 		if err := os.Chmod(d, 0o711); err != nil {
@@ -145,7 +146,7 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 	}
 	if cfg.Pool != nil {
 		if err := s.startPool(*cfg.Pool); err != nil {
-			host.RemoveAll(s.boot.dir)
+			resources.RemoveAll(s.boot.dir)
 			return nil, err
 		}
 	}
@@ -190,9 +191,9 @@ func (s *Sandbox) reap(ctx context.Context) {
 	if n, err := s.eng.reap(ctx, dead); n > 0 || err != nil {
 		s.log.Info("psych: reaped what dead hosts left", "engine", s.eng.name(), "removed", n, "err", err)
 	}
-	host.RemoveStale(s.runs)
-	host.RemoveStale(s.mnts)
-	host.RemoveStale(s.cfg.RunBase)
+	resources.RemoveStale(s.runs)
+	resources.RemoveStale(s.mnts)
+	resources.RemoveStale(s.cfg.RunBase)
 }
 
 // Engine is the engine this Sandbox runs on.
@@ -222,7 +223,7 @@ func (s *Sandbox) Close() error {
 		s.pool.Close() // its sandboxes, never served, removed
 	}
 	s.running.Wait()
-	err := host.RemoveAll(s.boot.dir)
+	err := resources.RemoveAll(s.boot.dir)
 	return errors.Join(err, s.eng.close())
 }
 
@@ -365,16 +366,16 @@ func (r *run) startFrame() error {
 func (r *run) start(ctx context.Context) error {
 	s := r.s
 	var err error
-	if r.dir, err = host.NewRunDir(s.runs, s.owner, 0o711, false, 0, 0); err != nil {
+	if r.dir, err = resources.NewRunDir(s.runs, s.owner, 0o711, false, 0, 0); err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	r.undo = append(r.undo, func() error { return host.RemoveAll(r.dir) })
+	r.undo = append(r.undo, func() error { return resources.RemoveAll(r.dir) })
 	r.id = "psych-" + filepath.Base(r.dir)
-	scratch, err := host.NewRunDir(s.mnts, s.owner, 0o711, false, 0, 0)
+	scratch, err := resources.NewRunDir(s.mnts, s.owner, 0o711, false, 0, 0)
 	if err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	r.undo = append(r.undo, func() error { return host.RemoveAll(scratch) })
+	r.undo = append(r.undo, func() error { return resources.RemoveAll(scratch) })
 	var outer IDs
 	if s.cfg.RunAs != nil {
 		outer = *s.cfg.RunAs
@@ -393,7 +394,7 @@ func (r *run) start(ctx context.Context) error {
 	if s.eng.userNS() {
 		// runc sets the container up as uid 0 inside, which must be mapped:
 		// to the id below the run's, never to the host's root.
-		r.uid, r.gid = host.SandboxUID, host.SandboxGID
+		r.uid, r.gid = resources.SandboxUID, resources.SandboxGID
 		uidMap = []specs.LinuxIDMapping{{ContainerID: 0, HostID: outer.UID - 1, Size: 1}, {ContainerID: r.uid, HostID: outer.UID, Size: 1}}
 		gidMap = []specs.LinuxIDMapping{{ContainerID: 0, HostID: outer.GID - 1, Size: 1}, {ContainerID: r.gid, HostID: outer.GID, Size: 1}}
 	}
@@ -466,7 +467,7 @@ func (r *run) start(ctx context.Context) error {
 		scratch:     scratch,
 		stdout:      outW, stderr: errW,
 	}
-	if !s.eng.userNS() && r.uid != host.SandboxUID {
+	if !s.eng.userNS() && r.uid != resources.SandboxUID {
 		// The program runs as its outside ids: /etc names them.
 		if err := ownEtc(filepath.Join(scratch, "etc"), r.uid, r.gid, rs.binds); err != nil {
 			return fmt.Errorf("%w: the run's /etc: %w", sandbox.ErrHostFault, err)
@@ -899,7 +900,7 @@ func ownEtc(dir string, uid, gid uint32, binds []bind) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
 	}
-	for _, f := range host.EtcFilesFor(uid, gid) {
+	for _, f := range resources.EtcFilesFor(uid, gid) {
 		if f.Path != "/etc/passwd" && f.Path != "/etc/group" {
 			continue
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 )
 
 // warmRun is what a pooled run adds to a cold one.
@@ -129,7 +130,7 @@ func (r *run) dispatch(hr *host.Request) error {
 // run before dispatch only the sandbox's own variables.
 func (r *run) environ(python string) []string {
 	if r.req == nil {
-		return host.Env(host.Home, python, nil, nil)
+		return host.Env(resources.Home, python, nil, nil)
 	}
-	return host.Env(host.Home, python, r.s.cfg.EnvAllowlist, r.req.Env)
+	return host.Env(resources.Home, python, r.s.cfg.EnvAllowlist, r.req.Env)
 }

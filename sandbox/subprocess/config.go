@@ -7,6 +7,7 @@ import (
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 )
 
 // IDRange is the outside uid/gid the child runs as: Count consecutive ids
@@ -22,8 +23,8 @@ type IDRange struct {
 // maps them all; else (a root inside a container that maps a few ids) one
 // id, nobody (65534), for every run, and why.
 func DefaultRunAs() (IDRange, error) {
-	r := IDRange{UID: host.DefaultIDFirst, GID: host.DefaultIDFirst, Count: host.DefaultIDCount}
-	if err := (host.IDRange{First: r.UID, Count: r.Count, Span: 1}).Mapped(); err != nil {
+	r := IDRange{UID: resources.DefaultIDFirst, GID: resources.DefaultIDFirst, Count: resources.DefaultIDCount}
+	if err := (resources.IDRange{First: r.UID, Count: r.Count, Span: 1}).Mapped(); err != nil {
 		return *SingleID(nobodyID, nobodyID), err
 	}
 	return r, nil
@@ -58,9 +59,9 @@ type Config struct {
 	// runs (nobody for all, with a warning, where those ids are not mapped
 	// here); else the host's own ids (which needs AllowSameUID). A range
 	// (Count > 1) is claimed per run across every psych host on the
-	// machine (host.IDLockPath); New refuses one that /etc/passwd,
+	// machine (resources.IDLockPath); New refuses one that /etc/passwd,
 	// /etc/group, /etc/subuid or /etc/subgid uses, and a Run that finds
-	// every id claimed waits for one, at most host.IDWait, then fails with
+	// every id claimed waits for one, at most resources.IDWait, then fails with
 	// sandbox.ErrBusy. uid 0 is refused.
 	RunAs *IDRange
 	// AllowSameUID permits running the child under the host's own uid.
@@ -130,7 +131,7 @@ const (
 	DefaultTmpBytes       = 64 << 20
 	DefaultTmpInodes      = 4096
 	rootTmpBase           = "/var/lib/psych/tmp"
-	nobodyID              = host.NobodyID
+	nobodyID              = resources.NobodyID
 )
 
 // validate runs the configuration checks, in the style of runc's

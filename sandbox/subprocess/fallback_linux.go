@@ -14,7 +14,7 @@ import (
 
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/sandbox/internal/attest"
-	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 	"github.com/psych-runtime/psych/seccomp"
 )
 
@@ -122,8 +122,8 @@ func newFallback(python string, prefixes []string) (fallback, error) {
 	// in of /etc, read-only; and the host's own versions of the files a
 	// view makes (the users and groups, the hosts file, the name service's
 	// configuration), where the view has its own.
-	etc := append([]string{"/etc/ld.so.cache"}, host.HostEtc()...)
-	etc = append(etc, host.DebianPythonEtc()...)
+	etc := append([]string{"/etc/ld.so.cache"}, resources.HostEtc()...)
+	etc = append(etc, resources.DebianPythonEtc()...)
 	etc = append(etc, "/etc/passwd", "/etc/group", "/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf", "/etc/gai.conf")
 	for _, f := range etc {
 		add(&fb.paths, f, attest.LandlockRead)

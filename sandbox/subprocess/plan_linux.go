@@ -18,6 +18,7 @@ import (
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/attest"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 )
 
 // bootDir and bootFile hold the compiled bootstrap in the view; without
@@ -142,7 +143,7 @@ func (r *run) plan() (*reexec.Plan, []*os.File, error) {
 			// No user namespace maps the program to the sandbox user: it
 			// finds itself in /etc/passwd under its own outer ids.
 			etc := map[string]string{}
-			for _, f := range host.EtcFilesFor(r.uid, r.gid) {
+			for _, f := range resources.EtcFilesFor(r.uid, r.gid) {
 				etc[f.Path] = f.Content
 			}
 			for i, m := range p.Mounts {

@@ -30,6 +30,7 @@ import (
 	"github.com/psych-runtime/psych/sandbox/internal/host"
 	"github.com/psych-runtime/psych/sandbox/internal/pool"
 	"github.com/psych-runtime/psych/sandbox/internal/pyfacts"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 	"github.com/psych-runtime/psych/sandbox/wire"
 	"github.com/psych-runtime/psych/seccomp"
 )
@@ -55,7 +56,7 @@ type Sandbox struct {
 	fallback fallback
 	hostNS   map[string]string // the host's own namespace links
 	hooks    hooks
-	ids      *host.IDRange // nil: one id for all runs
+	ids      *resources.IDRange // nil: one id for all runs
 	log      *slog.Logger
 
 	pool     *pool.Pool[*run] // nil without Config.Pool
@@ -148,7 +149,7 @@ func New(cfg Config) (*Sandbox, error) {
 	if c.TmpBase == "" {
 		c.TmpBase = rootTmpBase
 		if s.hostUID != 0 {
-			base, err := host.UserBase(s.hostUID)
+			base, err := resources.UserBase(s.hostUID)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 			}
@@ -198,7 +199,7 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	cgc := make(chan managed, 1)
 	go func() {
-		host.RemoveStale(c.TmpBase)
+		resources.RemoveStale(c.TmpBase)
 		cgcfg := c.Cgroups
 		if cgcfg.Logger == nil {
 			cgcfg.Logger = s.log
@@ -229,7 +230,7 @@ func New(cfg Config) (*Sandbox, error) {
 		l.err = err
 	}
 	if n := c.RunAs.size(); n > 1 {
-		s.ids = &host.IDRange{First: c.RunAs.UID, Count: n, Span: 1}
+		s.ids = &resources.IDRange{First: c.RunAs.UID, Count: n, Span: 1}
 		if err := s.ids.Check(); err != nil {
 			return nil, err
 		}
@@ -237,7 +238,7 @@ func New(cfg Config) (*Sandbox, error) {
 	if s.owner, err = cgroups.SelfOwner(); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	if err := host.PrepareBase(c.TmpBase, s.hostUID); err != nil {
+	if err := resources.PrepareBase(c.TmpBase, s.hostUID); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
 	if c.TmpBytes == 0 {
@@ -343,7 +344,7 @@ func New(cfg Config) (*Sandbox, error) {
 func (s *Sandbox) Python() string { return s.python }
 
 // acquire claims the run's outside ids: its own from the range (waiting for
-// one, at most host.IDWait, then sandbox.ErrBusy), or the one id all runs
+// one, at most resources.IDWait, then sandbox.ErrBusy), or the one id all runs
 // share.
 func (s *Sandbox) acquire(ctx context.Context) (uid, gid uint32, release func(), err error) {
 	if s.ids == nil {
@@ -376,7 +377,7 @@ func confinedFilter(cacheDir string, log *slog.Logger) (*seccomp.Filter, error) 
 	}
 	policy := func() *seccomp.Policy {
 		p := seccomp.Default()
-		p.ConfineIDs(host.SandboxUID, host.SandboxGID)
+		p.ConfineIDs(resources.SandboxUID, resources.SandboxGID)
 		return p
 	}
 	var p *seccomp.Policy
@@ -415,7 +416,7 @@ func confinedFilter(cacheDir string, log *slog.Logger) (*seccomp.Filter, error) 
 	opts := pyfacts.Options{Dir: cacheDir, Logger: log}
 	key, err := seccomp.CompilerFingerprint()
 	if err == nil {
-		key = fmt.Sprintf("%s; confined %d:%d", key, host.SandboxUID, host.SandboxGID)
+		key = fmt.Sprintf("%s; confined %d:%d", key, resources.SandboxUID, resources.SandboxGID)
 		_, _, err = pyfacts.LoadExeBlob(opts, "seccomp-confined", key, build, check)
 	}
 	if errors.Is(err, seccomp.ErrUnsupported) || errors.Is(err, pyfacts.ErrNoExecutable) {
@@ -584,7 +585,7 @@ func (r *run) start() error {
 	s := r.s
 	var err error
 	name := strconv.FormatUint(runSeq.Add(1), 10)
-	if r.dir, err = host.NewRunDir(s.cfg.TmpBase, s.owner, 0o700, s.hostUID == 0, r.uid, r.gid); err != nil {
+	if r.dir, err = resources.NewRunDir(s.cfg.TmpBase, s.owner, 0o700, s.hostUID == 0, r.uid, r.gid); err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	if s.cg != nil && r.layers.Cgroup {
@@ -827,11 +828,11 @@ func (r *run) cleanup() error {
 	if r.pidNS {
 		var wg sync.WaitGroup
 		wg.Go(removeCg)
-		dirErr = host.RemoveAll(r.dir)
+		dirErr = resources.RemoveAll(r.dir)
 		wg.Wait()
 	} else {
 		removeCg()
-		dirErr = host.RemoveAll(r.dir)
+		dirErr = resources.RemoveAll(r.dir)
 	}
 	var err error
 	if dirErr != nil {

@@ -24,8 +24,6 @@
 //     teardown; the frame's status is then the run's, which the program
 //     could have given the kernel as well. Output still held open (a child
 //     of the program) leaves the end to the kernel's word.
-//   - NewRunDir and RemoveStale keep per-run directories, named after their
-//     owner (cgroups.Owner), so a later host removes only a dead host's.
 //
 // What it refuses: nothing a frame says changes what the host measured; a
 // Bindings reply that is not JSON, or over the frame cap, reaches the
