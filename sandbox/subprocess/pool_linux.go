@@ -15,6 +15,7 @@ import (
 	"github.com/psych-runtime/psych/internal/layers"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/pool"
 )
 
 // warmRun is what a pooled run adds to a cold one.
@@ -51,9 +52,9 @@ func (s *Sandbox) startPool(pc sandbox.PoolConfig) error {
 		return fmt.Errorf("%w: a pool of %d needs more than %d outside ids", sandbox.ErrInvalidConfig, pc.Size, s.ids.Count)
 	}
 	if len(pc.Preload) > 0 {
-		s.imports, s.preload = host.NewImportEnv(), slices.Clone(pc.Preload)
+		s.imports, s.preload = pool.NewImportEnv(), slices.Clone(pc.Preload)
 	}
-	s.pool, err = host.NewPool(pc, s.fill, (*run).destroy, s.log)
+	s.pool, err = pool.Start(pc, s.fill, (*run).destroy, s.log)
 	return err
 }
 
@@ -96,7 +97,7 @@ func (s *Sandbox) fill(ctx context.Context) (*run, error) {
 		return nil, fmt.Errorf("%w: a pooled sandbox without a verified network namespace", sandbox.ErrHostFault)
 	}
 	if s.imports != nil {
-		pre, err := host.PreloadFD(ctx, int(r.host.Fd()), host.PreloadTimeout)
+		pre, err := pool.PreloadFD(ctx, int(r.host.Fd()), pool.PreloadTimeout)
 		if err != nil {
 			r.destroy()
 			return nil, fmt.Errorf("preload: %w", err)
@@ -111,14 +112,14 @@ func (s *Sandbox) fill(ctx context.Context) (*run, error) {
 
 // warm serves hr from a pooled sandbox, or says why it runs cold.
 func (s *Sandbox) warm(ctx context.Context, hr *host.Request) (*run, string) {
-	r, age, why := host.Warm(ctx, s.pool, hr, s.poolCaps, s.imports, host.EnvNames(s.cfg.EnvAllowlist, hr.Env), func(r *run) error { return r.dispatch(hr) }, (*run).destroy, s.log)
+	r, age, why := pool.Warm(ctx, s.pool, hr, s.poolCaps, s.imports, pool.EnvNames(s.cfg.EnvAllowlist, hr.Env), func(r *run) error { return r.dispatch(hr) }, (*run).destroy, s.log)
 	if r != nil {
 		r.iso.Warm, r.iso.AgeSeconds = true, age.Seconds()
 	}
 	return r, why
 }
 
-// dispatch gives a pooled run its request (host.Pooled.Dispatch); the wall
+// dispatch gives a pooled run its request (pool.Pooled.Dispatch); the wall
 // clock starts with serve.
 func (r *run) dispatch(hr *host.Request) error {
 	r.req, r.limits = hr, hr.Limits
@@ -127,10 +128,10 @@ func (r *run) dispatch(hr *host.Request) error {
 	if err := r.writeFiles(); err != nil {
 		return err
 	}
-	base, err := host.Pooled{
+	base, err := pool.Pooled{
 		Isolation: &r.iso, InitPID: r.proc.InitPID, InterpPID: r.proc.InterpPID, HostNS: r.s.hostNS,
 		Netlink: int(r.netlink.Fd()), BeforeCheck: r.s.hooks.atDispatch, Cgroup: r.cg, Proc: r.proc, Exited: r.exited,
-	}.Dispatch(host.Dispatch{Request: hr, Cgroup: r.cgLimits(), Rlimits: r.rlimits(), Env: r.env})
+	}.Dispatch(pool.Dispatch{Request: hr, Cgroup: r.cgLimits(), Rlimits: r.rlimits(), Env: r.env})
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,7 @@ type Sandbox struct {
 	log      *slog.Logger
 
 	pool     *pool.Pool[*run] // nil without Config.Pool
-	imports  *host.ImportEnv  // what the pool's preloads read; nil without
+	imports  *pool.ImportEnv  // what the pool's preloads read; nil without
 	preload  []string         // the pool's Preload, set before its fills start
 	poolCaps sandbox.Limits
 	mu       sync.Mutex
