@@ -9,6 +9,7 @@ import (
 
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 )
 
 // Engine names a container engine.
@@ -41,8 +42,10 @@ const (
 	ImageLabelPython = "io.psych.python"
 )
 
-// IDs is an outside uid/gid pair.
-type IDs struct{ UID, GID uint32 }
+// IDs is an outside uid/gid pair (Count is not used here: RunAs is one
+// pair for every run). It is psych's one outside-id type, the subprocess
+// backend's IDRange too.
+type IDs = resources.IDs
 
 // Config configures a Sandbox. The zero value is valid and secure.
 type Config struct {
@@ -66,7 +69,7 @@ type Config struct {
 	// host's values at Run time. The sandbox's own may not be listed.
 	EnvAllowlist []string
 	// RunAs is the uid/gid the program runs as outside the container, the
-	// same for every run. Nil: every run its own, from the range the
+	// same for every run (its Count 0 or 1: New refuses more). Nil: every run its own, from the range the
 	// subprocess backend uses (resources.DefaultIDFirst, DefaultIDCount),
 	// claimed two at a time across every psych host on the machine, so
 	// that the kernel's per-uid quotas never cross runs; a Run that finds
@@ -179,6 +182,12 @@ func (c *Config) validate() error {
 		func() error {
 			if c.RunAs != nil && (c.RunAs.UID < 2 || c.RunAs.GID < 2) {
 				return fmt.Errorf("run as %d:%d: uid/gid 0 is never used, nor 1 (the id below is the container root's)", c.RunAs.UID, c.RunAs.GID)
+			}
+			return nil
+		},
+		func() error {
+			if c.RunAs != nil && c.RunAs.Count > 1 {
+				return fmt.Errorf("run as %d:%d with Count %d: RunAs is one pair for every run here (leave it nil for each run's own)", c.RunAs.UID, c.RunAs.GID, c.RunAs.Count)
 			}
 			return nil
 		},

@@ -47,7 +47,7 @@ type Sandbox struct {
 	scopes  uint64 // Landlock scopes the init applies
 	log     *slog.Logger
 	hooks   hooks
-	ids     resources.IDRange // the runs' own outside ids, where RunAs is nil
+	ids     resources.IDs // the runs' own outside ids, where RunAs is nil
 	mu      sync.Mutex
 	closed  bool
 	running sync.WaitGroup
@@ -86,11 +86,11 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 		return nil, fmt.Errorf("%w: the container backend needs a root host (the engines' sockets are root's)", sandbox.ErrInvalidConfig)
 	}
 	s := &Sandbox{cfg: cfg, log: cfg.Logger, hostNS: attest.HostNamespaces(),
-		ids: resources.IDRange{First: resources.DefaultIDFirst, Count: resources.DefaultIDCount, Span: 2}}
+		ids: resources.DefaultIDs()}
 	if cfg.RunAs == nil {
 		if err := s.ids.Mapped(); err != nil {
 			s.log.Warn("psych: the runs' own outside ids cannot be had here; every run is nobody, and the kernel's per-uid quotas cross runs", "err", err)
-			s.cfg.RunAs = &IDs{resources.NobodyID, resources.NobodyID}
+			s.cfg.RunAs = &IDs{UID: resources.NobodyID, GID: resources.NobodyID}
 		} else if err := s.ids.Check(); err != nil {
 			return nil, err
 		}
@@ -382,7 +382,7 @@ func (r *run) start(ctx context.Context) error {
 	} else {
 		// A pair of its own: the container's root (under a user namespace)
 		// and the program.
-		base, release, err := s.ids.Claim(ctx)
+		base, release, err := s.ids.Claim(ctx, 2)
 		if err != nil {
 			return err
 		}

@@ -12,19 +12,17 @@ import (
 
 // IDRange is the outside uid/gid the child runs as: Count consecutive ids
 // from UID and GID, each concurrent run taking its own. Count 0 or 1 is a
-// single id shared by all runs.
-type IDRange struct {
-	UID, GID uint32
-	Count    uint32
-}
+// single id shared by all runs. It is psych's one outside-id type, the
+// container backend's IDs too.
+type IDRange = resources.IDs
 
 // DefaultRunAs is RunAs's default for a root host: every run its own uid
 // and gid from 100000000-100065535, where this process's user namespace
 // maps them all; else (a root inside a container that maps a few ids) one
 // id, nobody (65534), for every run, and why.
 func DefaultRunAs() (IDRange, error) {
-	r := IDRange{UID: resources.DefaultIDFirst, GID: resources.DefaultIDFirst, Count: resources.DefaultIDCount}
-	if err := (resources.IDRange{First: r.UID, Count: r.Count, Span: 1}).Mapped(); err != nil {
+	r := resources.DefaultIDs()
+	if err := r.Mapped(); err != nil {
 		return *SingleID(nobodyID, nobodyID), err
 	}
 	return r, nil
@@ -32,13 +30,6 @@ func DefaultRunAs() (IDRange, error) {
 
 // SingleID is an IDRange of one id.
 func SingleID(uid, gid uint32) *IDRange { return &IDRange{UID: uid, GID: gid, Count: 1} }
-
-func (r IDRange) size() uint32 {
-	if r.Count == 0 {
-		return 1
-	}
-	return r.Count
-}
 
 // Config configures a Sandbox. The zero value is valid and secure.
 type Config struct {
@@ -143,16 +134,16 @@ func (c *Config) validate(hostUID int) error {
 			if c.RunAs.UID == 0 || c.RunAs.GID == 0 {
 				return fmt.Errorf("run as %d:%d: outside uid/gid 0 is never used", c.RunAs.UID, c.RunAs.GID)
 			}
-			if uint64(c.RunAs.UID)+uint64(c.RunAs.size()) > 1<<32-1 || uint64(c.RunAs.GID)+uint64(c.RunAs.size()) > 1<<32-1 {
+			if uint64(c.RunAs.UID)+uint64(c.RunAs.Size()) > 1<<32-1 || uint64(c.RunAs.GID)+uint64(c.RunAs.Size()) > 1<<32-1 {
 				return fmt.Errorf("run as: range %+v overflows", *c.RunAs)
 			}
 			return nil
 		},
 		func() error {
-			if hostUID != 0 && (c.RunAs.size() != 1 || c.RunAs.UID != uint32(hostUID)) {
+			if hostUID != 0 && (c.RunAs.Size() != 1 || c.RunAs.UID != uint32(hostUID)) {
 				return fmt.Errorf("run as %d: a non-root host can only run as itself (uid %d) in this backend", c.RunAs.UID, hostUID)
 			}
-			first, last := c.RunAs.UID, c.RunAs.UID+c.RunAs.size()-1
+			first, last := c.RunAs.UID, c.RunAs.UID+c.RunAs.Size()-1
 			if !c.AllowSameUID && uint32(hostUID) >= first && uint32(hostUID) <= last {
 				return fmt.Errorf("run as %d: that is the host's own uid; set AllowSameUID to permit it", hostUID)
 			}

@@ -56,7 +56,7 @@ type Sandbox struct {
 	fallback fallback
 	hostNS   map[string]string // the host's own namespace links
 	hooks    hooks
-	ids      *resources.IDRange // nil: one id for all runs
+	ids      *resources.IDs // nil: one id for all runs
 	log      *slog.Logger
 
 	pool     *pool.Pool[*run] // nil without Config.Pool
@@ -229,8 +229,8 @@ func New(cfg Config) (*Sandbox, error) {
 		}
 		l.err = err
 	}
-	if n := c.RunAs.size(); n > 1 {
-		s.ids = &resources.IDRange{First: c.RunAs.UID, Count: n, Span: 1}
+	if c.RunAs.Size() > 1 {
+		s.ids = c.RunAs
 		if err := s.ids.Check(); err != nil {
 			return nil, err
 		}
@@ -350,7 +350,7 @@ func (s *Sandbox) acquire(ctx context.Context) (uid, gid uint32, release func(),
 	if s.ids == nil {
 		return s.cfg.RunAs.UID, s.cfg.RunAs.GID, func() {}, nil
 	}
-	id, release, err := s.ids.Claim(ctx)
+	id, release, err := s.ids.Claim(ctx, 1)
 	if err != nil {
 		return 0, 0, nil, err
 	}

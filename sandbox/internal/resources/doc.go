@@ -12,9 +12,10 @@
 //
 // # Files
 //
-//   - ids.go: IDRange, the defaults, Check against the host's users and
-//     subordinate ranges, Mapped in this user namespace; ids_linux.go:
-//     Claim, one OFD lock per run; elsewhere (ids_other.go), none.
+//   - ids.go: IDs, the one outside-id type (RunAs, the claim range, a
+//     run's), the defaults, Check against the host's users and subordinate
+//     ranges, Mapped in this user namespace; ids_linux.go: Claim, one OFD
+//     lock per run; elsewhere (ids_other.go), none.
 //   - rundir.go: the run base, per-run directories and their owners, stale
 //     removal; owner_unix.go: a file's owner; unmount_linux.go: what a
 //     killed host left mounted under a run directory.
