@@ -165,13 +165,7 @@ const staleTemp = time.Hour
 // crashed writer left. It keeps everything else, entries of other formats
 // (another psych's) included, and never fails the Load.
 func prune(dfd int, keep string) {
-	dup, err := unix.FcntlInt(uintptr(dfd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	d := os.NewFile(uintptr(dup), "cache")
-	defer d.Close()
-	ents, err := d.ReadDir(-1)
+	ents, err := entries(dfd)
 	if err != nil {
 		return
 	}

@@ -91,6 +91,17 @@ func untrustedf(format string, args ...any) error {
 	return untrustedError{fmt.Sprintf(format, args...)}
 }
 
+// entries lists the cache directory open at dfd, which stays open.
+func entries(dfd int) ([]os.DirEntry, error) {
+	dup, err := unix.FcntlInt(uintptr(dfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	d := os.NewFile(uintptr(dup), "cache")
+	defer d.Close()
+	return d.ReadDir(-1)
+}
+
 // readBody opens the entry name in the directory dfd without following a
 // symlink, checks the opened file (fstat) and its checksum, and returns the
 // payload's bytes and the tail's.
