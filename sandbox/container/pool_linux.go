@@ -48,21 +48,11 @@ func (s *Sandbox) startPool(pc sandbox.PoolConfig) error {
 
 // PoolStatus is the pool's size and how many sandboxes are ready now;
 // zero without a pool.
-func (s *Sandbox) PoolStatus() sandbox.PoolStatus {
-	if s.pool == nil {
-		return sandbox.PoolStatus{}
-	}
-	return sandbox.PoolStatus{Size: s.cfg.Pool.Size, Ready: s.pool.Ready()}
-}
+func (s *Sandbox) PoolStatus() sandbox.PoolStatus { return s.pool.Status() }
 
 // WaitWarm blocks until the pool holds its Size containers ready (at once
 // without a pool), or ctx ends.
-func (s *Sandbox) WaitWarm(ctx context.Context) error {
-	if s.pool == nil {
-		return nil
-	}
-	return s.pool.WaitReady(ctx, s.cfg.Pool.Size)
-}
+func (s *Sandbox) WaitWarm(ctx context.Context) error { return s.pool.WaitWarm(ctx) }
 
 // fill starts one pooled container.
 func (s *Sandbox) fill(ctx context.Context) (*run, error) {

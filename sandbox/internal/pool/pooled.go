@@ -109,6 +109,24 @@ func Start[T any](pc sandbox.PoolConfig, fill func(context.Context) (T, error), 
 	return p, nil
 }
 
+// Status is the pool's size and how many sandboxes are ready now; zero
+// for a nil pool (a backend that keeps none).
+func (p *Pool[T]) Status() sandbox.PoolStatus {
+	if p == nil {
+		return sandbox.PoolStatus{}
+	}
+	return sandbox.PoolStatus{Size: p.cfg.Size, Ready: p.Ready()}
+}
+
+// WaitWarm blocks until the pool holds its Size sandboxes ready, or ctx
+// ends; at once for a nil pool.
+func (p *Pool[T]) WaitWarm(ctx context.Context) error {
+	if p == nil {
+		return nil
+	}
+	return p.WaitReady(ctx, p.cfg.Size)
+}
+
 // Warm takes a sandbox from p for req and dispatches it, or says why req
 // runs cold: what ColdReason says, a variable of the program's environment
 // (envNames) that the pool's preloaded modules read at import (imports,
