@@ -4,7 +4,7 @@
 // pooled sandbox reads it back at dispatch.
 //
 // What it promises: every reader takes its answer from /proc, statx,
-// netlink or the landlock syscalls alone; a file it cannot read gives an
+// uname, netlink or the landlock syscalls alone; a file it cannot read gives an
 // empty or zero answer (the attestation then says less), never a guess.
 // What it refuses: it changes nothing about a process, and it never setns()
 // into one (the network check runs on a socket the init opened inside).

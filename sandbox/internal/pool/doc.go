@@ -28,9 +28,10 @@
 // # Files
 //
 //   - pool.go: Pool, the generic ready-item pool (fill, take, age, close).
-//   - pooled.go: Start, Warm, ColdReason, a pooled sandbox's Dispatch and
-//     CheckPooled, the preloaded frame read under a deadline (Linux with
-//     cgo: the dispatch drives the init through internal/reexec).
+//   - pooled.go: Start, Status, WaitWarm, Warm, ColdReason, a pooled
+//     sandbox's Dispatch and CheckPooled, the preloaded frame read under
+//     a deadline (Linux with cgo: the dispatch drives the init through
+//     internal/reexec).
 //   - preload.go: the preloaded frame (ReadPreloaded, bounded and strict),
 //     ImportEnv (what the imports read), PreloadEnv, EnvNames.
 //   - errors.go: the sentinel errors.
