@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/cgroups"
-	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 )
 
 // Where psych's files are inside every container.
@@ -42,13 +42,13 @@ type boot struct {
 }
 
 func newBoot(base string, owner cgroups.Owner, profile *specs.LinuxSeccomp) (b *boot, retErr error) {
-	dir, err := host.NewRunDir(base, owner, 0o755, false, 0, 0)
+	dir, err := resources.NewRunDir(base, owner, 0o755, false, 0, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if retErr != nil {
-			host.RemoveAll(dir)
+			resources.RemoveAll(dir)
 		}
 	}()
 	exe, err := os.Executable()
@@ -144,7 +144,7 @@ func etc(dir string) error {
 	if err := os.Mkdir(filepath.Join(dir, "etc"), 0o755); err != nil {
 		return err
 	}
-	for _, f := range host.EtcFiles() {
+	for _, f := range resources.EtcFiles() {
 		if err := os.WriteFile(filepath.Join(dir, f.Path), []byte(f.Content), 0o444); err != nil {
 			return err
 		}

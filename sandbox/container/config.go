@@ -8,6 +8,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/oci"
 
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 	"github.com/psych-runtime/psych/sandbox/internal/setup"
 )
 
@@ -41,8 +42,10 @@ const (
 	ImageLabelPython = "io.psych.python"
 )
 
-// IDs is an outside uid/gid pair.
-type IDs struct{ UID, GID uint32 }
+// IDs is an outside uid/gid pair (Count is not used here: RunAs is one
+// pair for every run). It is psych's one outside-id type, the subprocess
+// backend's IDRange too.
+type IDs = resources.IDs
 
 // Config configures a Sandbox. The zero value is valid and secure.
 type Config struct {
@@ -66,11 +69,11 @@ type Config struct {
 	// host's values at Run time. The sandbox's own may not be listed.
 	EnvAllowlist []string
 	// RunAs is the uid/gid the program runs as outside the container, the
-	// same for every run. Nil: every run its own, from the range the
-	// subprocess backend uses (host.DefaultIDFirst, DefaultIDCount),
+	// same for every run (its Count 0 or 1: New refuses more). Nil: every run its own, from the range the
+	// subprocess backend uses (resources.DefaultIDFirst, DefaultIDCount),
 	// claimed two at a time across every psych host on the machine, so
 	// that the kernel's per-uid quotas never cross runs; a Run that finds
-	// every pair claimed waits, at most host.IDWait, then fails with
+	// every pair claimed waits, at most resources.IDWait, then fails with
 	// sandbox.ErrBusy. Never 0 or 1: where the engine gives a user
 	// namespace (containerd), the container's uid 0, which runc's setup
 	// needs, is mapped to the id just below RunAs (the pair's first), which
@@ -172,11 +175,14 @@ func (c *Config) checkEngine() error {
 	return fmt.Errorf("engine %q: want containerd, podman or docker", c.Engine)
 }
 
-// checkRunAs refuses ids 0 and 1: the id below RunAs is the container
-// root's.
+// checkRunAs refuses ids 0 and 1 (the id below RunAs is the container
+// root's) and a Count over 1 (RunAs is one pair for every run).
 func (c *Config) checkRunAs() error {
 	if c.RunAs != nil && (c.RunAs.UID < 2 || c.RunAs.GID < 2) {
 		return fmt.Errorf("run as %d:%d: uid/gid 0 is never used, nor 1 (the id below is the container root's)", c.RunAs.UID, c.RunAs.GID)
+	}
+	if c.RunAs != nil && c.RunAs.Count > 1 {
+		return fmt.Errorf("run as %d:%d with Count %d: RunAs is one pair for every run here (leave it nil for each run's own)", c.RunAs.UID, c.RunAs.GID, c.RunAs.Count)
 	}
 	return nil
 }

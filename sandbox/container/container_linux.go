@@ -25,8 +25,10 @@ import (
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/nsexec"
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/attest"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
 	"github.com/psych-runtime/psych/sandbox/internal/pool"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 	"github.com/psych-runtime/psych/sandbox/internal/setup"
 	"github.com/psych-runtime/psych/seccomp"
 )
@@ -46,13 +48,13 @@ type Sandbox struct {
 	scopes  uint64 // Landlock scopes the init applies
 	log     *slog.Logger
 	hooks   hooks
-	ids     host.IDRange // the runs' own outside ids, where RunAs is nil
+	ids     resources.IDs // the runs' own outside ids, where RunAs is nil
 	mu      sync.Mutex
 	closed  bool
 	running sync.WaitGroup
 
 	pool     *pool.Pool[*run] // nil without Config.Pool
-	imports  *host.ImportEnv  // what the pool's preloads read; nil without
+	imports  *pool.ImportEnv  // what the pool's preloads read; nil without
 	preload  []string         // the pool's Preload, set before its fills start
 	poolCaps sandbox.Limits
 }
@@ -84,12 +86,12 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("%w: the container backend needs a root host (the engines' sockets are root's)", sandbox.ErrInvalidConfig)
 	}
-	s := &Sandbox{cfg: cfg, log: cfg.Logger, hostNS: host.HostNamespaces(),
-		ids: host.IDRange{First: host.DefaultIDFirst, Count: host.DefaultIDCount, Span: 2}}
+	s := &Sandbox{cfg: cfg, log: cfg.Logger, hostNS: attest.HostNamespaces(),
+		ids: resources.DefaultIDs()}
 	if cfg.RunAs == nil {
 		if err := s.ids.Mapped(); err != nil {
 			s.log.Warn("psych: the runs' own outside ids cannot be had here; every run is nobody, and the kernel's per-uid quotas cross runs", "err", err)
-			s.cfg.RunAs = &IDs{host.NobodyID, host.NobodyID}
+			s.cfg.RunAs = &IDs{UID: resources.NobodyID, GID: resources.NobodyID}
 		} else if err := s.ids.Check(); err != nil {
 			return nil, err
 		}
@@ -114,7 +116,7 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 	pol := seccomp.Default()
 	switch {
 	case s.eng.userNS():
-		pol.ConfineIDs(host.SandboxUID, host.SandboxGID)
+		pol.ConfineIDs(resources.SandboxUID, resources.SandboxGID)
 	case s.cfg.RunAs != nil:
 		pol.ConfineIDs(s.cfg.RunAs.UID, s.cfg.RunAs.GID)
 	}
@@ -124,13 +126,13 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 	if s.oci, err = pol.OCI(); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	s.scopes = host.LandlockScopes()
-	if err := host.PrepareBase(cfg.RunBase, 0); err != nil {
+	s.scopes = attest.LandlockScopes()
+	if err := resources.PrepareBase(cfg.RunBase, 0); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
 	s.runs, s.mnts = filepath.Join(cfg.RunBase, "runs"), filepath.Join(cfg.RunBase, "mnt")
 	for _, d := range []string{s.runs, s.mnts} {
-		if err := host.PrepareBase(d, 0); err != nil {
+		if err := resources.PrepareBase(d, 0); err != nil {
 			return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 		}
 		if err := os.Chmod(d, 0o711); err != nil {
@@ -141,7 +143,7 @@ func New(cfg Config) (_ *Sandbox, retErr error) {
 	if s.boot, err = newBoot(cfg.RunBase, s.owner, s.oci); err != nil {
 		return nil, fmt.Errorf("%w: prepare the init: %w", sandbox.ErrHostFault, err)
 	}
-	undo.PushClose(func() { host.RemoveAll(s.boot.dir) })
+	undo.PushClose(func() { resources.RemoveAll(s.boot.dir) })
 	if cfg.Pool != nil {
 		if err := s.startPool(*cfg.Pool); err != nil {
 			return nil, err
@@ -188,9 +190,9 @@ func (s *Sandbox) reap(ctx context.Context) {
 	if n, err := s.eng.reap(ctx, dead); n > 0 || err != nil {
 		s.log.Info("psych: reaped what dead hosts left", "engine", s.eng.name(), "removed", n, "err", err)
 	}
-	host.RemoveStale(s.runs)
-	host.RemoveStale(s.mnts)
-	host.RemoveStale(s.cfg.RunBase)
+	resources.RemoveStale(s.runs)
+	resources.RemoveStale(s.mnts)
+	resources.RemoveStale(s.cfg.RunBase)
 }
 
 // Engine is the engine this Sandbox runs on.
@@ -220,7 +222,7 @@ func (s *Sandbox) Close() error {
 		s.pool.Close() // its sandboxes, never served, removed
 	}
 	s.running.Wait()
-	err := host.RemoveAll(s.boot.dir)
+	err := resources.RemoveAll(s.boot.dir)
 	return errors.Join(err, s.eng.close())
 }
 
@@ -407,23 +409,23 @@ func (st *starting) closeListeners() {
 func (r *run) startIDs(ctx context.Context, st *starting) error {
 	s := r.s
 	var err error
-	if r.dir, err = host.NewRunDir(s.runs, s.owner, 0o711, false, 0, 0); err != nil {
+	if r.dir, err = resources.NewRunDir(s.runs, s.owner, 0o711, false, 0, 0); err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	r.undo.Push(func() error { return host.RemoveAll(r.dir) })
+	r.undo.Push(func() error { return resources.RemoveAll(r.dir) })
 	r.id = "psych-" + filepath.Base(r.dir)
-	scratch, err := host.NewRunDir(s.mnts, s.owner, 0o711, false, 0, 0)
+	scratch, err := resources.NewRunDir(s.mnts, s.owner, 0o711, false, 0, 0)
 	if err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	r.undo.Push(func() error { return host.RemoveAll(scratch) })
+	r.undo.Push(func() error { return resources.RemoveAll(scratch) })
 	st.scratch = scratch
 	if s.cfg.RunAs != nil {
 		st.outer = *s.cfg.RunAs
 	} else {
 		// A pair of its own: the container's root (under a user namespace)
 		// and the program.
-		base, release, err := s.ids.Claim(ctx)
+		base, release, err := s.ids.Claim(ctx, 2)
 		if err != nil {
 			return err
 		}
@@ -435,7 +437,7 @@ func (r *run) startIDs(ctx context.Context, st *starting) error {
 	if s.eng.userNS() {
 		// runc sets the container up as uid 0 inside, which must be mapped:
 		// to the id below the run's, never to the host's root.
-		r.uid, r.gid = host.SandboxUID, host.SandboxGID
+		r.uid, r.gid = resources.SandboxUID, resources.SandboxGID
 		st.uidMap = []specs.LinuxIDMapping{{ContainerID: 0, HostID: outer.UID - 1, Size: 1}, {ContainerID: r.uid, HostID: outer.UID, Size: 1}}
 		st.gidMap = []specs.LinuxIDMapping{{ContainerID: 0, HostID: outer.GID - 1, Size: 1}, {ContainerID: r.gid, HostID: outer.GID, Size: 1}}
 	}
@@ -516,7 +518,7 @@ func (r *run) startSpec(st *starting) (*runSpec, error) {
 		scratch:     st.scratch,
 		stdout:      st.outW, stderr: st.errW,
 	}
-	if !s.eng.userNS() && r.uid != host.SandboxUID {
+	if !s.eng.userNS() && r.uid != resources.SandboxUID {
 		if err := ownEtc(filepath.Join(st.scratch, "etc"), r.uid, r.gid, rs.binds); err != nil {
 			return nil, fmt.Errorf("%w: the run's /etc: %w", sandbox.ErrHostFault, err)
 		}
@@ -722,7 +724,7 @@ func (r *run) connect(ctx context.Context, syncL, wireL *net.UnixListener, outer
 	wireL.Close()
 	os.Remove(filepath.Join(r.dir, wireSock))
 	cred, err := reexec.PeerCred(r.wire)
-	if err != nil || int(cred.Uid) != int(outer.UID) || host.PPid(int(cred.Pid)) != r.proc.InitPID {
+	if err != nil || int(cred.Uid) != int(outer.UID) || attest.PPid(int(cred.Pid)) != r.proc.InitPID {
 		r.wire.Close()
 		return fmt.Errorf("%w: the wire's peer (%+v, %v) is not the run's interpreter", sandbox.ErrHostFault, cred, err)
 	}
@@ -751,7 +753,7 @@ func (r *run) ready(initPID int) error {
 		return fmt.Errorf("%w: the container's network namespace: %w", sandbox.ErrHostFault, err)
 	}
 	fd := int(nl.Fd())
-	nc, err := host.CheckNetwork(fd, r.s.hooks.beforeNetCheck)
+	nc, err := attest.CheckNetwork(fd, r.s.hooks.beforeNetCheck)
 	if err != nil {
 		nl.Close()
 		return err
@@ -782,12 +784,12 @@ func (r *run) attest() {
 	iso.Image = &img
 	iso.Mode = "namespaces"
 	iso.SeccompDigest = s.filter.Digest()
-	iso.LandlockScoped = host.ScopeNames(s.scopes)
+	iso.LandlockScoped = attest.ScopeNames(s.scopes)
 	iso.Cgroup = cgroups.ModeNone
 	if r.cg != nil {
 		iso.Cgroup = r.cg.Mode()
 	}
-	host.AttestProcesses(iso, r.proc.InitPID, r.proc.InterpPID, s.hostNS)
+	attest.AttestProcesses(iso, r.proc.InitPID, r.proc.InterpPID, s.hostNS)
 }
 
 // floor refuses a run below psych's floor, whatever options said: no
@@ -956,7 +958,7 @@ func ownEtc(dir string, uid, gid uint32, binds []bind) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
 	}
-	for _, f := range host.EtcFilesFor(uid, gid) {
+	for _, f := range resources.EtcFilesFor(uid, gid) {
 		if f.Path != "/etc/passwd" && f.Path != "/etc/group" {
 			continue
 		}

@@ -248,8 +248,8 @@ func TestNetworkGranted(t *testing.T) {
 
 func TestConfigRefuses(t *testing.T) {
 	for name, cfg := range map[string]Config{
-		"uid 0":        {RunAs: &IDs{0, 100}},
-		"uid 1":        {RunAs: &IDs{1, 100}},
+		"uid 0":        {RunAs: &IDs{UID: 0, GID: 100}},
+		"uid 1":        {RunAs: &IDs{UID: 1, GID: 100}},
 		"reserved env": {EnvAllowlist: []string{"PATH"}},
 		"relative py":  {ContainerPythonBin: "python3"},
 		"small frame":  {MaxFrameBytes: 100},
@@ -258,5 +258,14 @@ func TestConfigRefuses(t *testing.T) {
 		if _, err := New(cfg); !errors.Is(err, sandbox.ErrInvalidConfig) {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
 		}
+	}
+	// RunAs is one pair here: a range is refused, with an image that is
+	// there (the cases above would be refused for a missing one as well).
+	s, err := New(Config{Engine: Containerd, Image: testImage(), RunAs: &IDs{UID: 5000, GID: 5000, Count: 2}})
+	if !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "one pair") {
+		if s != nil {
+			s.Close()
+		}
+		t.Errorf("RunAs with Count 2: %v, want ErrInvalidConfig saying it is one pair", err)
 	}
 }

@@ -116,7 +116,7 @@
 // the attestation read and the floor checked, the bootstrap connected to
 // its wire and blocked on its start frame, at the pool's caps and with only
 // the sandbox's own variables. Dispatch is the subprocess backend's, through
-// the same host core (host.CheckPooled): the container must still read back
+// the same core (pool.CheckPooled): the container must still read back
 // as it was started, its network namespace is checked again through the
 // netlink socket kept for it, the host writes the request's limits into
 // the container's cgroup and resets its memory peak, the init (psych's own

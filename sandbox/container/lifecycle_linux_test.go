@@ -17,7 +17,7 @@ import (
 
 	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
-	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 	"github.com/psych-runtime/psych/test/contract"
 )
 
@@ -62,7 +62,7 @@ func leftovers(t *testing.T, s *Sandbox, owner string) []string {
 	for _, base := range []string{s.runs, s.mnts} {
 		entries, _ := os.ReadDir(base)
 		for _, e := range entries {
-			if o, ok := host.OwnerOf(e.Name()); ok && o.String() == owner {
+			if o, ok := resources.OwnerOf(e.Name()); ok && o.String() == owner {
 				out = append(out, filepath.Join(base, e.Name()))
 			}
 		}

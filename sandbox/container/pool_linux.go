@@ -13,6 +13,8 @@ import (
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/pool"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 )
 
 // warmRun is what a pooled run adds to a cold one.
@@ -38,29 +40,19 @@ func (s *Sandbox) startPool(pc sandbox.PoolConfig) error {
 	}
 	s.poolCaps = caps
 	if len(pc.Preload) > 0 {
-		s.imports, s.preload = host.NewImportEnv(), slices.Clone(pc.Preload)
+		s.imports, s.preload = pool.NewImportEnv(), slices.Clone(pc.Preload)
 	}
-	s.pool, err = host.NewPool(pc, s.fill, func(r *run) { r.destroy() }, s.log)
+	s.pool, err = pool.Start(pc, s.fill, func(r *run) { r.destroy() }, s.log)
 	return err
 }
 
 // PoolStatus is the pool's size and how many sandboxes are ready now;
 // zero without a pool.
-func (s *Sandbox) PoolStatus() sandbox.PoolStatus {
-	if s.pool == nil {
-		return sandbox.PoolStatus{}
-	}
-	return sandbox.PoolStatus{Size: s.cfg.Pool.Size, Ready: s.pool.Ready()}
-}
+func (s *Sandbox) PoolStatus() sandbox.PoolStatus { return s.pool.Status() }
 
 // WaitWarm blocks until the pool holds its Size containers ready (at once
 // without a pool), or ctx ends.
-func (s *Sandbox) WaitWarm(ctx context.Context) error {
-	if s.pool == nil {
-		return nil
-	}
-	return s.pool.WaitReady(ctx, s.cfg.Pool.Size)
-}
+func (s *Sandbox) WaitWarm(ctx context.Context) error { return s.pool.WaitWarm(ctx) }
 
 // fill starts one pooled container.
 func (s *Sandbox) fill(ctx context.Context) (*run, error) {
@@ -73,7 +65,7 @@ func (s *Sandbox) fill(ctx context.Context) (*run, error) {
 		return nil, fmt.Errorf("%w: a pooled container needs its cgroup and a verified network namespace", sandbox.ErrHostFault)
 	}
 	if s.imports != nil {
-		pre, err := host.PreloadConn(ctx, r.wire, host.PreloadTimeout)
+		pre, err := pool.PreloadConn(ctx, r.wire, pool.PreloadTimeout)
 		if err != nil {
 			r.destroy()
 			return nil, fmt.Errorf("preload: %w", err)
@@ -92,14 +84,14 @@ func (r *run) destroy() {
 
 // warm serves hr from a pooled container, or says why it runs cold.
 func (s *Sandbox) warm(ctx context.Context, hr *host.Request) (*run, string) {
-	r, age, why := host.Warm(ctx, s.pool, hr, s.poolCaps, s.imports, host.EnvNames(s.cfg.EnvAllowlist, hr.Env), func(r *run) error { return r.dispatch(hr) }, func(r *run) { r.destroy() }, s.log)
+	r, age, why := pool.Warm(ctx, s.pool, hr, s.poolCaps, s.imports, pool.EnvNames(s.cfg.EnvAllowlist, hr.Env), func(r *run) error { return r.dispatch(hr) }, func(r *run) { r.destroy() }, s.log)
 	if r != nil {
 		r.iso.Warm, r.iso.AgeSeconds = true, age.Seconds()
 	}
 	return r, why
 }
 
-// dispatch gives a pooled run its request (host.Pooled.Dispatch), as the
+// dispatch gives a pooled run its request (pool.Pooled.Dispatch), as the
 // subprocess backend does.
 func (r *run) dispatch(hr *host.Request) error {
 	r.req, r.limits = hr, hr.Limits
@@ -109,10 +101,10 @@ func (r *run) dispatch(hr *host.Request) error {
 	if err := r.writeFiles(); err != nil {
 		return err
 	}
-	base, err := host.Pooled{
+	base, err := pool.Pooled{
 		Isolation: &r.iso, InitPID: r.proc.InitPID, InterpPID: r.proc.InterpPID, HostNS: r.s.hostNS,
 		Netlink: int(r.netlink.Fd()), BeforeCheck: r.s.hooks.atDispatch, Cgroup: r.cg, Proc: r.proc, Exited: r.exited,
-	}.Dispatch(host.Dispatch{
+	}.Dispatch(pool.Dispatch{
 		Request: hr,
 		Cgroup:  cgroups.Limits{MemoryBytes: r.limits.MemoryBytes, Pids: int64(r.limits.ProcessCount) + 1},
 		Rlimits: r.rlimits(), Env: r.env,
@@ -129,7 +121,7 @@ func (r *run) dispatch(hr *host.Request) error {
 // run before dispatch only the sandbox's own variables.
 func (r *run) environ(python string) []string {
 	if r.req == nil {
-		return host.Env(host.Home, python, nil, nil)
+		return host.Env(resources.Home, python, nil, nil)
 	}
-	return host.Env(host.Home, python, r.s.cfg.EnvAllowlist, r.req.Env)
+	return host.Env(resources.Home, python, r.s.cfg.EnvAllowlist, r.req.Env)
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/psych-runtime/psych/sandbox"
-	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 )
 
 // maskedPaths are hidden behind /dev/null (runc's list, as containerd and
@@ -29,10 +29,10 @@ var (
 const preloadList = "/etc/ld.so.preload"
 
 // etcTargets are the /etc files psych binds over the image's: the
-// sandbox's (host.EtcFiles) and an empty preloadList.
+// sandbox's (resources.EtcFiles) and an empty preloadList.
 func etcTargets() []string {
 	var out []string
-	for _, f := range host.EtcFiles() {
+	for _, f := range resources.EtcFiles() {
 		out = append(out, f.Path)
 	}
 	return append(out, preloadList)
@@ -66,7 +66,7 @@ func fillSpec(s *specs.Spec, rs *runSpec) {
 		s.Root = &specs.Root{Path: "rootfs"}
 	}
 	s.Root.Readonly = true
-	s.Hostname = host.Hostname
+	s.Hostname = resources.Hostname
 	s.Domainname = ""
 	s.Mounts = []specs.Mount{
 		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},

@@ -7,25 +7,23 @@ import (
 
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/sandbox"
-	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 	"github.com/psych-runtime/psych/sandbox/internal/setup"
 )
 
 // IDRange is the outside uid/gid the child runs as: Count consecutive ids
 // from UID and GID, each concurrent run taking its own. Count 0 or 1 is a
-// single id shared by all runs.
-type IDRange struct {
-	UID, GID uint32
-	Count    uint32
-}
+// single id shared by all runs. It is psych's one outside-id type, the
+// container backend's IDs too.
+type IDRange = resources.IDs
 
 // DefaultRunAs is RunAs's default for a root host: every run its own uid
 // and gid from 100000000-100065535, where this process's user namespace
 // maps them all; else (a root inside a container that maps a few ids) one
 // id, nobody (65534), for every run, and why.
 func DefaultRunAs() (IDRange, error) {
-	r := IDRange{UID: host.DefaultIDFirst, GID: host.DefaultIDFirst, Count: host.DefaultIDCount}
-	if err := (host.IDRange{First: r.UID, Count: r.Count, Span: 1}).Mapped(); err != nil {
+	r := resources.DefaultIDs()
+	if err := r.Mapped(); err != nil {
 		return *SingleID(nobodyID, nobodyID), err
 	}
 	return r, nil
@@ -33,13 +31,6 @@ func DefaultRunAs() (IDRange, error) {
 
 // SingleID is an IDRange of one id.
 func SingleID(uid, gid uint32) *IDRange { return &IDRange{UID: uid, GID: gid, Count: 1} }
-
-func (r IDRange) size() uint32 {
-	if r.Count == 0 {
-		return 1
-	}
-	return r.Count
-}
 
 // Config configures a Sandbox. The zero value is valid and secure.
 type Config struct {
@@ -60,9 +51,9 @@ type Config struct {
 	// runs (nobody for all, with a warning, where those ids are not mapped
 	// here); else the host's own ids (which needs AllowSameUID). A range
 	// (Count > 1) is claimed per run across every psych host on the
-	// machine (host.IDLockPath); New refuses one that /etc/passwd,
+	// machine (resources.IDLockPath); New refuses one that /etc/passwd,
 	// /etc/group, /etc/subuid or /etc/subgid uses, and a Run that finds
-	// every id claimed waits for one, at most host.IDWait, then fails with
+	// every id claimed waits for one, at most resources.IDWait, then fails with
 	// sandbox.ErrBusy. uid 0 is refused.
 	RunAs *IDRange
 	// AllowSameUID permits running the child under the host's own uid.
@@ -134,7 +125,7 @@ const (
 	DefaultTmpBytes       = setup.DefaultTmpBytes
 	DefaultTmpInodes      = setup.DefaultTmpInodes
 	rootTmpBase           = "/var/lib/psych/tmp"
-	nobodyID              = host.NobodyID
+	nobodyID              = resources.NobodyID
 )
 
 // common is the fields this Config shares with the container backend's.
@@ -166,7 +157,7 @@ func (c *Config) withDefaults(hostUID int) error {
 	if c.TmpBase == "" {
 		c.TmpBase = rootTmpBase
 		if hostUID != 0 {
-			base, err := host.UserBase(hostUID)
+			base, err := resources.UserBase(hostUID)
 			if err != nil {
 				return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 			}
@@ -188,7 +179,7 @@ func (c *Config) checkRunAs() error {
 	if c.RunAs.UID == 0 || c.RunAs.GID == 0 {
 		return fmt.Errorf("run as %d:%d: outside uid/gid 0 is never used", c.RunAs.UID, c.RunAs.GID)
 	}
-	if uint64(c.RunAs.UID)+uint64(c.RunAs.size()) > 1<<32-1 || uint64(c.RunAs.GID)+uint64(c.RunAs.size()) > 1<<32-1 {
+	if uint64(c.RunAs.UID)+uint64(c.RunAs.Size()) > 1<<32-1 || uint64(c.RunAs.GID)+uint64(c.RunAs.Size()) > 1<<32-1 {
 		return fmt.Errorf("run as: range %+v overflows", *c.RunAs)
 	}
 	return nil
@@ -197,10 +188,10 @@ func (c *Config) checkRunAs() error {
 // checkHostUID refuses, on a non-root host, any ids but its own, and the
 // host's own uid unless AllowSameUID.
 func (c *Config) checkHostUID(hostUID int) error {
-	if hostUID != 0 && (c.RunAs.size() != 1 || c.RunAs.UID != uint32(hostUID)) {
+	if hostUID != 0 && (c.RunAs.Size() != 1 || c.RunAs.UID != uint32(hostUID)) {
 		return fmt.Errorf("run as %d: a non-root host can only run as itself (uid %d) in this backend", c.RunAs.UID, hostUID)
 	}
-	first, last := c.RunAs.UID, c.RunAs.UID+c.RunAs.size()-1
+	first, last := c.RunAs.UID, c.RunAs.UID+c.RunAs.Size()-1
 	if !c.AllowSameUID && uint32(hostUID) >= first && uint32(hostUID) <= last {
 		return fmt.Errorf("run as %d: that is the host's own uid; set AllowSameUID to permit it", hostUID)
 	}

@@ -23,7 +23,7 @@
 //     non-root one) and as uid/gid 1000 ("sandbox") inside. The map has that
 //     single line, so neither the init nor the program is uid 0 inside or
 //     out. setgroups is denied. A Run that finds every id of its range
-//     claimed waits, at most host.IDWait (5 s), then fails with
+//     claimed waits, at most resources.IDWait (5 s), then fails with
 //     sandbox.ErrBusy.
 //   - A filesystem built from nothing: a tmpfs root, read-only once built;
 //     the interpreter's trees (its prefixes and the library roots /usr, /lib*,

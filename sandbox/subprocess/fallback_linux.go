@@ -13,7 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/internal/reexec"
-	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/attest"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 	"github.com/psych-runtime/psych/seccomp"
 )
 
@@ -90,7 +91,7 @@ func newFallback(python string, prefixes []string) (fallback, error) {
 	if fb.noInet, err = p.Compile(); err != nil {
 		return fb, fmt.Errorf("compile the fallback's filter: %w", err)
 	}
-	fb.handled = host.LandlockHandledFS(host.LandlockABI())
+	fb.handled = attest.LandlockHandledFS(attest.LandlockABI())
 	if fb.handled == 0 {
 		return fb, nil
 	}
@@ -103,7 +104,7 @@ func newFallback(python string, prefixes []string) (fallback, error) {
 		if err != nil {
 			return
 		}
-		a, ok := host.LandlockRule(real, access, fb.handled)
+		a, ok := attest.LandlockRule(real, access, fb.handled)
 		if !ok || slices.ContainsFunc(fb.paths, func(l reexec.LandlockPath) bool { return within(real, l.Path) && a&^l.Access == 0 }) {
 			return // nothing, or nothing more than a path above it gives
 		}
@@ -113,7 +114,7 @@ func newFallback(python string, prefixes []string) (fallback, error) {
 	// it), the interpreter's own directory and prefixes.
 	for _, r := range append(slices.Clone(standardRoots), append([]string{filepath.Dir(exe)}, prefixes...)...) {
 		if r != "/" {
-			add(&fb.paths, r, host.LandlockExec)
+			add(&fb.paths, r, attest.LandlockExec)
 		}
 	}
 	// The loader's cache, the host's network databases, trust store,
@@ -121,18 +122,18 @@ func newFallback(python string, prefixes []string) (fallback, error) {
 	// in of /etc, read-only; and the host's own versions of the files a
 	// view makes (the users and groups, the hosts file, the name service's
 	// configuration), where the view has its own.
-	etc := append([]string{"/etc/ld.so.cache", fontconfigEtc}, host.HostEtc()...)
-	etc = append(etc, host.DebianPythonEtc()...)
+	etc := append([]string{"/etc/ld.so.cache", fontconfigEtc}, resources.HostEtc()...)
+	etc = append(etc, resources.DebianPythonEtc()...)
 	etc = append(etc, "/etc/passwd", "/etc/group", "/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf", "/etc/gai.conf")
 	for _, f := range etc {
-		add(&fb.paths, f, host.LandlockRead)
+		add(&fb.paths, f, attest.LandlockRead)
 	}
 	for _, d := range fallbackDevices {
 		if _, err := os.Stat(d); err == nil {
-			add(&fb.paths, d, host.LandlockDev)
+			add(&fb.paths, d, attest.LandlockDev)
 		}
 	}
-	add(&fb.netPaths, "/etc/resolv.conf", host.LandlockRead)
+	add(&fb.netPaths, "/etc/resolv.conf", attest.LandlockRead)
 	return fb, nil
 }
 
@@ -148,7 +149,7 @@ func (fb *fallback) landlock(p *reexec.Plan, dir string, network bool) {
 	if network {
 		p.LandlockPaths = append(p.LandlockPaths, fb.netPaths...)
 	}
-	p.LandlockPaths = append(p.LandlockPaths, reexec.LandlockPath{Path: dir, Access: host.LandlockWrite & fb.handled})
+	p.LandlockPaths = append(p.LandlockPaths, reexec.LandlockPath{Path: dir, Access: attest.LandlockWrite & fb.handled})
 }
 
 // landlockNames names the plan's Landlock paths for Isolation.LandlockFS;
@@ -162,9 +163,9 @@ func landlockNames(paths []reexec.LandlockPath, dir string) []string {
 		}
 		mode := "r"
 		switch {
-		case l.Access&host.LandlockAnyWrite != 0:
+		case l.Access&attest.LandlockAnyWrite != 0:
 			mode = "rw"
-		case l.Access&host.LandlockExec&^host.LandlockRead != 0:
+		case l.Access&attest.LandlockExec&^attest.LandlockRead != 0:
 			mode = "rx"
 		}
 		out = append(out, path+":"+mode)

@@ -19,7 +19,8 @@ import (
 	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/netns"
 	"github.com/psych-runtime/psych/sandbox"
-	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/attest"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 	"github.com/psych-runtime/psych/test/contract"
 )
 
@@ -233,8 +234,8 @@ func TestFallbackWithoutUserNamespaces(t *testing.T) {
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  syscall.CLONE_NEWUSER,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}, {ContainerID: int(host.DefaultIDFirst), HostID: int(host.DefaultIDFirst), Size: int(host.DefaultIDCount)}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}, {ContainerID: int(host.DefaultIDFirst), HostID: int(host.DefaultIDFirst), Size: int(host.DefaultIDCount)}},
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}, {ContainerID: int(resources.DefaultIDFirst), HostID: int(resources.DefaultIDFirst), Size: int(resources.DefaultIDCount)}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}, {ContainerID: int(resources.DefaultIDFirst), HostID: int(resources.DefaultIDFirst), Size: int(resources.DefaultIDCount)}},
 	}
 	out, err := cmd.Output()
 	if err != nil {
@@ -261,7 +262,7 @@ func TestFallbackWithoutUserNamespaces(t *testing.T) {
 	st := iso.Interpreter
 	var fallbackUID uint32
 	fmt.Sscanf(rep.Value, "[%d,true]", &fallbackUID)
-	if fallbackUID < host.DefaultIDFirst || fallbackUID >= host.DefaultIDFirst+host.DefaultIDCount || st.Seccomp != 2 || st.NoNewPrivs != 1 || strings.Trim(st.CapEff, "0") != "" || strings.Trim(st.CapBnd, "0") != "" {
+	if fallbackUID < resources.DefaultIDFirst || fallbackUID >= resources.DefaultIDFirst+resources.DefaultIDCount || st.Seccomp != 2 || st.NoNewPrivs != 1 || strings.Trim(st.CapEff, "0") != "" || strings.Trim(st.CapBnd, "0") != "" {
 		t.Fatalf("fallback run: value %s, interpreter %+v", rep.Value, st)
 	}
 	// The fallback confines files with Landlock (where the kernel has it)
@@ -269,7 +270,7 @@ func TestFallbackWithoutUserNamespaces(t *testing.T) {
 	// the attestation says so, and network_denied stays false.
 	want := map[string]string{"home": "PermissionError", "secret": "PermissionError", "tmpdir": "ok", "inet": "PermissionError", "inet6": "PermissionError", "unix": "ok"}
 	wantNet := map[string]string{"home": "PermissionError", "secret": "PermissionError", "tmpdir": "ok", "inet": "ok", "inet6": "ok", "unix": "ok"}
-	if host.LandlockABI() == 0 {
+	if attest.LandlockABI() == 0 {
 		t.Log("this kernel has no Landlock: the fallback's files are not confined here")
 		for _, m := range []map[string]string{want, wantNet} {
 			m["home"], m["secret"] = "ok", "ok"
@@ -339,7 +340,7 @@ with open(os.path.join(os.environ["TMPDIR"], "x"), "w") as f:
 	root := fmt.Sprint(v[0])
 	uid := int(v[2].(float64))
 	if strings.Contains(root, "root") || strings.Contains(root, "home") || strings.Contains(root, "var") || !strings.Contains(root, "usr") ||
-		v[1] != sandboxHost || uid < int(host.DefaultIDFirst) || v[3].(float64) > 3 || v[4] != sandboxHome || v[5] == "ok" || v[6].(float64) != 1 {
+		v[1] != sandboxHost || uid < int(resources.DefaultIDFirst) || v[3].(float64) > 3 || v[4] != sandboxHome || v[5] == "ok" || v[6].(float64) != 1 {
 		t.Errorf("the program saw / %s, hostname %v, uid %v, pid %v, HOME %v, a host listener %v, itself in /etc/passwd %v times", root, v[1], v[2], v[3], v[4], v[5], v[6])
 	}
 	iso := res.Isolation

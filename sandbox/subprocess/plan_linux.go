@@ -16,7 +16,9 @@ import (
 	"github.com/psych-runtime/psych/internal/layers"
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/attest"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 )
 
 // bootDir and bootFile hold the compiled bootstrap in the view; without
@@ -181,7 +183,7 @@ func (r *run) planView(p *reexec.Plan) ([]*os.File, error) {
 		// No user namespace maps the program to the sandbox user: it
 		// finds itself in /etc/passwd under its own outer ids.
 		etc := map[string]string{}
-		for _, f := range host.EtcFilesFor(r.uid, r.gid) {
+		for _, f := range resources.EtcFilesFor(r.uid, r.gid) {
 			etc[f.Path] = f.Content
 		}
 		for i, m := range p.Mounts {
@@ -263,7 +265,7 @@ func (r *run) attest() {
 		if !r.s.hooks.noSeccomp {
 			iso.SeccompDigest = r.filter.Digest()
 		}
-		iso.LandlockScoped = host.ScopeNames(r.s.landlock)
+		iso.LandlockScoped = attest.ScopeNames(r.s.landlock)
 	}
-	host.AttestProcesses(iso, r.proc.InitPID, r.proc.InterpPID, r.s.hostNS)
+	attest.AttestProcesses(iso, r.proc.InitPID, r.proc.InterpPID, r.s.hostNS)
 }

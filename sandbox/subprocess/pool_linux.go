@@ -15,6 +15,7 @@ import (
 	"github.com/psych-runtime/psych/internal/layers"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/pool"
 )
 
 // warmRun is what a pooled run adds to a cold one.
@@ -51,29 +52,19 @@ func (s *Sandbox) startPool(pc sandbox.PoolConfig) error {
 		return fmt.Errorf("%w: a pool of %d needs more than %d outside ids", sandbox.ErrInvalidConfig, pc.Size, s.ids.Count)
 	}
 	if len(pc.Preload) > 0 {
-		s.imports, s.preload = host.NewImportEnv(), slices.Clone(pc.Preload)
+		s.imports, s.preload = pool.NewImportEnv(), slices.Clone(pc.Preload)
 	}
-	s.pool, err = host.NewPool(pc, s.fill, (*run).destroy, s.log)
+	s.pool, err = pool.Start(pc, s.fill, (*run).destroy, s.log)
 	return err
 }
 
 // PoolStatus is the pool's size and how many sandboxes are ready now;
 // zero without a pool.
-func (s *Sandbox) PoolStatus() sandbox.PoolStatus {
-	if s.pool == nil {
-		return sandbox.PoolStatus{}
-	}
-	return sandbox.PoolStatus{Size: s.cfg.Pool.Size, Ready: s.pool.Ready()}
-}
+func (s *Sandbox) PoolStatus() sandbox.PoolStatus { return s.pool.Status() }
 
 // WaitWarm blocks until the pool holds its Size sandboxes ready (at once
 // without a pool), or ctx ends.
-func (s *Sandbox) WaitWarm(ctx context.Context) error {
-	if s.pool == nil {
-		return nil
-	}
-	return s.pool.WaitReady(ctx, s.cfg.Pool.Size)
-}
+func (s *Sandbox) WaitWarm(ctx context.Context) error { return s.pool.WaitWarm(ctx) }
 
 // fill starts one pooled sandbox at the pool's caps, with only the
 // sandbox's own environment, its network namespace verified.
@@ -96,7 +87,7 @@ func (s *Sandbox) fill(ctx context.Context) (*run, error) {
 		return nil, fmt.Errorf("%w: a pooled sandbox without a verified network namespace", sandbox.ErrHostFault)
 	}
 	if s.imports != nil {
-		pre, err := host.PreloadFD(ctx, int(r.host.Fd()), host.PreloadTimeout)
+		pre, err := pool.PreloadFD(ctx, int(r.host.Fd()), pool.PreloadTimeout)
 		if err != nil {
 			r.destroy()
 			return nil, fmt.Errorf("preload: %w", err)
@@ -111,14 +102,14 @@ func (s *Sandbox) fill(ctx context.Context) (*run, error) {
 
 // warm serves hr from a pooled sandbox, or says why it runs cold.
 func (s *Sandbox) warm(ctx context.Context, hr *host.Request) (*run, string) {
-	r, age, why := host.Warm(ctx, s.pool, hr, s.poolCaps, s.imports, host.EnvNames(s.cfg.EnvAllowlist, hr.Env), func(r *run) error { return r.dispatch(hr) }, (*run).destroy, s.log)
+	r, age, why := pool.Warm(ctx, s.pool, hr, s.poolCaps, s.imports, pool.EnvNames(s.cfg.EnvAllowlist, hr.Env), func(r *run) error { return r.dispatch(hr) }, (*run).destroy, s.log)
 	if r != nil {
 		r.iso.Warm, r.iso.AgeSeconds = true, age.Seconds()
 	}
 	return r, why
 }
 
-// dispatch gives a pooled run its request (host.Pooled.Dispatch); the wall
+// dispatch gives a pooled run its request (pool.Pooled.Dispatch); the wall
 // clock starts with serve.
 func (r *run) dispatch(hr *host.Request) error {
 	r.req, r.limits = hr, hr.Limits
@@ -127,10 +118,10 @@ func (r *run) dispatch(hr *host.Request) error {
 	if err := r.writeFiles(); err != nil {
 		return err
 	}
-	base, err := host.Pooled{
+	base, err := pool.Pooled{
 		Isolation: &r.iso, InitPID: r.proc.InitPID, InterpPID: r.proc.InterpPID, HostNS: r.s.hostNS,
 		Netlink: int(r.netlink.Fd()), BeforeCheck: r.s.hooks.atDispatch, Cgroup: r.cg, Proc: r.proc, Exited: r.exited,
-	}.Dispatch(host.Dispatch{Request: hr, Cgroup: r.cgLimits(), Rlimits: r.rlimits(), Env: r.env})
+	}.Dispatch(pool.Dispatch{Request: hr, Cgroup: r.cgLimits(), Rlimits: r.rlimits(), Env: r.env})
 	if err != nil {
 		return err
 	}

@@ -26,9 +26,11 @@ import (
 	"github.com/psych-runtime/psych/internal/layers"
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/attest"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
 	"github.com/psych-runtime/psych/sandbox/internal/pool"
 	"github.com/psych-runtime/psych/sandbox/internal/pyfacts"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 	"github.com/psych-runtime/psych/sandbox/internal/setup"
 	"github.com/psych-runtime/psych/seccomp"
 )
@@ -55,11 +57,11 @@ type Sandbox struct {
 	fallback fallback
 	hostNS   map[string]string // the host's own namespace links
 	hooks    hooks
-	ids      *host.IDRange // nil: one id for all runs
+	ids      *resources.IDs // nil: one id for all runs
 	log      *slog.Logger
 
 	pool     *pool.Pool[*run] // nil without Config.Pool
-	imports  *host.ImportEnv  // what the pool's preloads read; nil without
+	imports  *pool.ImportEnv  // what the pool's preloads read; nil without
 	preload  []string         // the pool's Preload, set before its fills start
 	poolCaps sandbox.Limits
 	mu       sync.Mutex
@@ -219,7 +221,7 @@ func (s *Sandbox) startProbes() *probes {
 func (pr *probes) startCgroups(s *Sandbox) {
 	c := &s.cfg
 	go func() {
-		host.RemoveStale(c.TmpBase)
+		resources.RemoveStale(c.TmpBase)
 		cgcfg := c.Cgroups
 		if cgcfg.Logger == nil {
 			cgcfg.Logger = s.log
@@ -274,8 +276,8 @@ func learnView(python, cacheDir string, log *slog.Logger) learned {
 // process's cgroup owner and the base of the run directories.
 func (s *Sandbox) prepareIDs() error {
 	c := &s.cfg
-	if n := c.RunAs.size(); n > 1 {
-		s.ids = &host.IDRange{First: c.RunAs.UID, Count: n, Span: 1}
+	if c.RunAs.Size() > 1 {
+		s.ids = c.RunAs
 		if err := s.ids.Check(); err != nil {
 			return err
 		}
@@ -284,7 +286,7 @@ func (s *Sandbox) prepareIDs() error {
 	if s.owner, err = cgroups.SelfOwner(); err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
-	if err := host.PrepareBase(c.TmpBase, s.hostUID); err != nil {
+	if err := resources.PrepareBase(c.TmpBase, s.hostUID); err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
 	return nil
@@ -355,8 +357,8 @@ func (s *Sandbox) useInterpreter(l learned, f compiled) error {
 	if s.userns || s.fallback.rootNS {
 		s.view, s.launcher, s.fonts = l.view, l.launcher, l.fonts
 	}
-	s.landlock = host.LandlockScopes()
-	s.hostNS = host.HostNamespaces()
+	s.landlock = attest.LandlockScopes()
+	s.hostNS = attest.HostNamespaces()
 	if !s.userns {
 		// The fallback runs as host ids from a range: id 0 alone is refused.
 		f.f, f.err = seccomp.DefaultFilter()
@@ -397,13 +399,13 @@ func (s *Sandbox) useCgroups(m managed) error {
 func (s *Sandbox) Python() string { return s.python }
 
 // acquire claims the run's outside ids: its own from the range (waiting for
-// one, at most host.IDWait, then sandbox.ErrBusy), or the one id all runs
+// one, at most resources.IDWait, then sandbox.ErrBusy), or the one id all runs
 // share.
 func (s *Sandbox) acquire(ctx context.Context) (uid, gid uint32, release func(), err error) {
 	if s.ids == nil {
 		return s.cfg.RunAs.UID, s.cfg.RunAs.GID, func() {}, nil
 	}
-	id, release, err := s.ids.Claim(ctx)
+	id, release, err := s.ids.Claim(ctx, 1)
 	if err != nil {
 		return 0, 0, nil, err
 	}
@@ -430,7 +432,7 @@ func confinedFilter(cacheDir string, log *slog.Logger) (*seccomp.Filter, error) 
 	}
 	policy := func() *seccomp.Policy {
 		p := seccomp.Default()
-		p.ConfineIDs(host.SandboxUID, host.SandboxGID)
+		p.ConfineIDs(resources.SandboxUID, resources.SandboxGID)
 		return p
 	}
 	var p *seccomp.Policy
@@ -469,7 +471,7 @@ func confinedFilter(cacheDir string, log *slog.Logger) (*seccomp.Filter, error) 
 	opts := pyfacts.Options{Dir: cacheDir, Logger: log}
 	key, err := seccomp.CompilerFingerprint()
 	if err == nil {
-		key = fmt.Sprintf("%s; confined %d:%d", key, host.SandboxUID, host.SandboxGID)
+		key = fmt.Sprintf("%s; confined %d:%d", key, resources.SandboxUID, resources.SandboxGID)
 		_, _, err = pyfacts.LoadExeBlob(opts, "seccomp-confined", key, build, check)
 	}
 	if errors.Is(err, seccomp.ErrUnsupported) || errors.Is(err, pyfacts.ErrNoExecutable) {
@@ -638,7 +640,7 @@ func (r *run) start() error {
 	s := r.s
 	var err error
 	name := strconv.FormatUint(runSeq.Add(1), 10)
-	if r.dir, err = host.NewRunDir(s.cfg.TmpBase, s.owner, 0o700, s.hostUID == 0, r.uid, r.gid); err != nil {
+	if r.dir, err = resources.NewRunDir(s.cfg.TmpBase, s.owner, 0o700, s.hostUID == 0, r.uid, r.gid); err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrHostFault, err)
 	}
 	if s.cg != nil && r.layers.Cgroup {
@@ -877,11 +879,11 @@ func (r *run) cleanup() error {
 	if r.pidNS {
 		var wg sync.WaitGroup
 		wg.Go(removeCg)
-		dirErr = host.RemoveAll(r.dir)
+		dirErr = resources.RemoveAll(r.dir)
 		wg.Wait()
 	} else {
 		removeCg()
-		dirErr = host.RemoveAll(r.dir)
+		dirErr = resources.RemoveAll(r.dir)
 	}
 	var err error
 	if dirErr != nil {
@@ -905,7 +907,7 @@ func (r *run) ready(initPID int, netlink *os.File) error {
 		return nil
 	}
 	fd := int(netlink.Fd())
-	nc, err := host.CheckNetwork(fd, r.s.hooks.beforeNetCheck)
+	nc, err := attest.CheckNetwork(fd, r.s.hooks.beforeNetCheck)
 	if err != nil {
 		return err
 	}

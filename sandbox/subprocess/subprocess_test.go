@@ -8,7 +8,7 @@ import (
 
 	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
-	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/attest"
 	"github.com/psych-runtime/psych/test/contract"
 )
 
@@ -94,7 +94,7 @@ func TestContractLandlockFallback(t *testing.T) {
 		NoIsolation: "the fallback without namespaces (Landlock and seccomp only), as asked for",
 		New: func(t *testing.T, opts contract.Options) sandbox.Sandbox {
 			s := newTestSandbox(t, Config{EnvAllowlist: opts.EnvAllowlist, AllowFallback: true})
-			if s.fallback.rootNS || s.fallback.handled == 0 && host.LandlockABI() > 0 {
+			if s.fallback.rootNS || s.fallback.handled == 0 && attest.LandlockABI() > 0 {
 				t.Fatalf("rootNS %v, Landlock %#x: want the fallback confined by Landlock alone", s.fallback.rootNS, s.fallback.handled)
 			}
 			t.Cleanup(func() { s.Close() })

@@ -15,15 +15,16 @@ import (
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/host"
+	"github.com/psych-runtime/psych/sandbox/internal/resources"
 	"github.com/psych-runtime/psych/sandbox/internal/setup"
 )
 
 // The sandbox user, inside the user namespace. Outside it is the run id.
 const (
-	sandboxUID  = host.SandboxUID
-	sandboxGID  = host.SandboxGID
-	sandboxHome = host.Home
-	sandboxHost = host.Hostname
+	sandboxUID  = resources.SandboxUID
+	sandboxGID  = resources.SandboxGID
+	sandboxHome = resources.Home
+	sandboxHost = resources.Hostname
 )
 
 const (
@@ -93,7 +94,7 @@ var standardRoots = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"
 
 // debianPythonEtc lists the settings of the host's Debian Python packages
 // (a variable for tests).
-var debianPythonEtc = host.DebianPythonEtc
+var debianPythonEtc = resources.DebianPythonEtc
 
 // ownedPaths are the sandbox's own: a host tree beneath one would be hidden.
 var ownedPaths = []string{"/tmp", "/work", "/dev", "/proc", "/etc"}
@@ -175,7 +176,7 @@ func resolveView(python string, prefixes []string) (*view, error) {
 	// The loader's cache, the host's network databases, trust store and
 	// alternatives, fontconfig's settings (fontconfigEtc), and the
 	// settings of its Debian Python packages, where it has them.
-	etc := append(append([]string{"/etc/ld.so.cache", fontconfigEtc}, host.HostEtc()...), <-debian...)
+	etc := append(append([]string{"/etc/ld.so.cache", fontconfigEtc}, resources.HostEtc()...), <-debian...)
 	for i, p := range etc {
 		real, err := filepath.EvalSymlinks(p)
 		if err != nil || slices.ContainsFunc(etc[:i], func(q string) bool { return within(p, q) }) {
@@ -425,7 +426,7 @@ func (p *mountPlan) trees() error {
 // etc makes the sandbox's own /etc files.
 func (p *mountPlan) etc() {
 	p.add(reexec.Mount{Kind: reexec.Mkdir, Target: "/etc", Mode: 0o755})
-	for _, f := range host.EtcFiles() {
+	for _, f := range resources.EtcFiles() {
 		p.add(reexec.Mount{Kind: reexec.File, Target: f.Path, Mode: 0o444, Data: []byte(f.Content)})
 	}
 }

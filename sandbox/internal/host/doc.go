@@ -24,11 +24,26 @@
 //     teardown; the frame's status is then the run's, which the program
 //     could have given the kernel as well. Output still held open (a child
 //     of the program) leaves the end to the kernel's word.
-//   - ReadStatus, ReadMap and Namespaces read the attestation from /proc.
-//   - NewRunDir and RemoveStale keep per-run directories, named after their
-//     owner (cgroups.Owner), so a later host removes only a dead host's.
 //
 // What it refuses: nothing a frame says changes what the host measured; a
 // Bindings reply that is not JSON, or over the frame cap, reaches the
 // program as a BindingError, never as a corrupt frame.
+//
+// Beside it: package attest reads the attestation from the kernel, package
+// resources holds the run's outside ids, run directories and /etc, and
+// package pool the warm pool and its dispatch.
+//
+// # Files
+//
+//   - request.go: Prepare, the request's checks and start frame; env.go:
+//     the environment built from nothing.
+//   - server.go: Server, the wire served frame by frame.
+//   - output.go: Capture, stdout and stderr under their caps.
+//   - execution.go: Execution, supervision from Begin to the Result;
+//     clock.go: the pausable wall clock; tmpfs.go, tmpfs_linux.go: how
+//     full the run's tmpfs mounts were.
+//   - attribute.go: limit_hit and the failure from the run's ending;
+//     status.go: ExitStatus, from a wait or an engine.
+//   - workspace_linux.go: the run's tmpfs workspace, the files written in
+//     and collected, the figures; png.go: a figure's PNG checked.
 package host

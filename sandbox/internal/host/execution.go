@@ -10,6 +10,7 @@ import (
 
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/sandbox"
+	"github.com/psych-runtime/psych/sandbox/internal/attest"
 )
 
 // Meter reads a run's whole-run counters; a *cgroups.Run is one.
@@ -435,7 +436,7 @@ func (e *Execution) Result(o Outcome) *sandbox.Result {
 	e.susMu.Unlock()
 	if o.Isolation != nil {
 		o.Isolation.Freezable = e.s.Freeze != nil
-		o.Isolation.Host = Nodename()
+		o.Isolation.Host = attest.Nodename()
 	}
 	res := &sandbox.Result{
 		ID:        e.s.Request.ID,

@@ -7,17 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/wire"
 )
@@ -331,74 +327,5 @@ func TestServerHostile(t *testing.T) {
 		default:
 			t.Errorf("%s: Violation not closed", name)
 		}
-	}
-}
-
-func TestRunDirs(t *testing.T) {
-	base := t.TempDir()
-	if err := PrepareBase(base, os.Geteuid()); err != nil {
-		t.Fatal(err)
-	}
-	self, err := cgroups.SelfOwner()
-	if err != nil {
-		t.Skipf("no /proc: %v", err)
-	}
-	mine, err := NewRunDir(base, self, 0o711, false, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi, err := os.Stat(mine); err != nil || fi.Mode().Perm() != 0o711 {
-		t.Fatalf("run dir %v: %v", fi, err)
-	}
-	recycled, _ := NewRunDir(base, cgroups.Owner{PID: self.PID, Start: self.Start + 1}, 0o700, false, 0, 0)
-	// A directory the program left unwritable is removed all the same.
-	locked := filepath.Join(recycled, "locked")
-	os.MkdirAll(filepath.Join(locked, "deep"), 0o700)
-	os.Chmod(locked, 0o500)
-	foreign := filepath.Join(base, "not-a-run-dir")
-	os.Mkdir(foreign, 0o700)
-	removed := RemoveStale(base)
-	if len(removed) != 1 || removed[0] != filepath.Base(recycled) {
-		t.Fatalf("removed %v, want only the recycled pid's %s", removed, filepath.Base(recycled))
-	}
-	for _, keep := range []string{mine, foreign} {
-		if _, err := os.Stat(keep); err != nil {
-			t.Errorf("%s was removed", keep)
-		}
-	}
-	if _, ok := OwnerOf(filepath.Base(mine)); !ok {
-		t.Errorf("OwnerOf(%s) refused a name NewRunDir made", filepath.Base(mine))
-	}
-	for _, bad := range []string{"1.2-zz", "1.2-abc", "1.2", "x.2-0123456789ab"} {
-		if _, ok := OwnerOf(bad); ok {
-			t.Errorf("OwnerOf(%q) accepted", bad)
-		}
-	}
-}
-
-func TestParseLimitsAndRootMount(t *testing.T) {
-	limits := `Limit                     Soft Limit           Hard Limit           Units
-Max cpu time              10                   11                   seconds
-Max file size             10485760             10485760             bytes
-Max stack size            8388608              8388608              bytes
-Max core file size        0                    0                    bytes
-Max processes             66                   66                   processes
-Max open files            256                  256                  files
-Max address space         unlimited            unlimited            bytes
-`
-	got := parseLimits([]byte(limits))
-	want := map[string]string{"cpu": "10 11", "fsize": "10485760 10485760", "stack": "8388608 8388608", "core": "0 0", "nproc": "66 66", "nofile": "256 256", "as": "unlimited unlimited"}
-	if !maps.Equal(got, want) {
-		t.Fatalf("limits %v, want %v", got, want)
-	}
-	mi := `25 1 254:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw
-301 25 0:60 / /tmp rw - tmpfs tmpfs rw
-402 25 0:70 / / rw - tmpfs tmpfs rw,size=1024k
-`
-	if got := parseRootMount([]byte(mi)); got != "402:tmpfs" {
-		t.Fatalf("root mount %q, want the top mount on /", got)
-	}
-	if got := parseRootMount([]byte("garbage\n")); got != "" {
-		t.Fatalf("root mount of garbage: %q", got)
 	}
 }

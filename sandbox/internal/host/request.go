@@ -112,19 +112,3 @@ func checkEnv(env map[string]string, allowlist []string) error {
 	}
 	return nil
 }
-
-// ColdReason says why a warm pool started at caps cannot serve r, as
-// Isolation.ColdReason reports it: the network granted, a limit above its
-// cap, or a stack_bytes other than the pool's (glibc sizes thread stacks
-// from RLIMIT_STACK as the interpreter starts); "" when it can.
-func ColdReason(r *Request, caps sandbox.Limits) string {
-	switch n := r.Limits.Above(caps); {
-	case r.Network:
-		return "the request grants the network"
-	case n == "stack_bytes":
-		return "stack_bytes other than the pool's"
-	case n != "":
-		return string(n) + " above the pool's cap"
-	}
-	return ""
-}

@@ -218,25 +218,62 @@ func (w *Workspace) write(f sandbox.File) error {
 // checked again by fstat once open), reads no file past its size or the
 // caps, and stops reading at caps.CollectTime, listing what is left.
 func (w *Workspace) Collect(caps sandbox.FileCaps) ([]sandbox.OutFile, []sandbox.Omitted) {
-	c := collector{caps: caps, in: w.in, deadline: time.Now().Add(caps.CollectTime)}
+	var files []sandbox.OutFile
+	c := collector{
+		fileBytes: caps.OutFileBytes, count: caps.OutCount, totalBytes: caps.OutBytes,
+		deadline: time.Now().Add(caps.CollectTime), depth: sandbox.MaxOutDepth, in: w.in,
+		name: func(name string) string {
+			if !utf8.ValidString(name) {
+				return sandbox.OmitUnreadable
+			}
+			return ""
+		},
+		take: func(dir int, name, p string, data []byte) string {
+			var st unix.Stat_t
+			if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return sandbox.OmitUnreadable
+			}
+			sum := sha256.Sum256(data)
+			files = append(files, sandbox.OutFile{
+				Path: p, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]),
+				Mode: st.Mode & 0o777, Data: data,
+			})
+			return ""
+		},
+	}
 	c.dir(w.work, "", 0)
-	return c.files, c.omitted
+	return files, c.omitted
 }
 
+// collector walks a directory of the workspace from the host's side and
+// takes its regular files under caps, as Collect and Artifacts say, listing
+// every entry it leaves out with its reason. What it takes, and how, is the
+// caller's: a name filter, how deep it goes, and take.
 type collector struct {
-	caps     sandbox.FileCaps
-	in       map[string]inFile
-	deadline time.Time
-	files    []sandbox.OutFile
-	omitted  []sandbox.Omitted
-	total    int64
+	fileBytes, totalBytes int64
+	count                 int
+	deadline              time.Time
+	// depth is how deep directories are entered; 0 enters none (a
+	// directory is then not a regular file).
+	depth int
+	// name is why a name is refused (an Omit reason), or "".
+	name func(name string) string
+	// in are the files that came in: taken only if changed.
+	in map[string]inFile
+	// take keeps a file's bytes, or says why it refuses them.
+	take func(dir int, name, p string, data []byte) string
+
+	taken   int
+	total   int64
+	omitted []sandbox.Omitted
 }
 
 func (c *collector) omit(p string, size int64, reason string) {
 	c.omitted = append(c.omitted, sandbox.Omitted{Path: strings.ToValidUTF8(p, "\uFFFD"), Size: size, Reason: reason})
 }
 
-// dir walks the directory open at fd (not closed here), rel below work.
+// dir walks the directory open at fd (not closed here), rel below the
+// collector's root.
 func (c *collector) dir(fd int, rel string, depth int) {
 	names, err := readNames(fd)
 	if err != nil {
@@ -250,13 +287,14 @@ func (c *collector) dir(fd int, rel string, depth int) {
 			c.omit(p, 0, sandbox.OmitUnreadable)
 			continue
 		}
+		reason := c.name(name)
 		switch {
 		case time.Now().After(c.deadline):
 			c.omit(p, sizeOf(&st), sandbox.OmitTimeCap)
-		case !utf8.ValidString(name):
-			c.omit(p, sizeOf(&st), sandbox.OmitUnreadable)
-		case st.Mode&unix.S_IFMT == unix.S_IFDIR:
-			if depth+1 > sandbox.MaxOutDepth {
+		case reason != "":
+			c.omit(p, sizeOf(&st), reason)
+		case st.Mode&unix.S_IFMT == unix.S_IFDIR && c.depth > 0:
+			if depth+1 > c.depth {
 				c.omit(p, 0, sandbox.OmitUnreadable)
 				continue
 			}
@@ -298,8 +336,8 @@ func readNames(fd int) ([]string, error) {
 	return names, nil
 }
 
-// file takes the regular file name of dir (p below work, size as lstat
-// saw it), or omits it.
+// file takes the regular file name of dir (p below the root, size as
+// lstat saw it), or omits it.
 func (c *collector) file(dir int, name, p string, size int64) {
 	in, isIn := c.in[p]
 	var data []byte
@@ -315,17 +353,16 @@ func (c *collector) file(dir int, name, p string, size int64) {
 		}
 	}
 	switch {
-	case size > c.caps.OutFileBytes:
+	case size > c.fileBytes:
 		c.omit(p, size, sandbox.OmitTooLarge)
 		return
-	case len(c.files) >= c.caps.OutCount:
+	case c.taken >= c.count:
 		c.omit(p, size, sandbox.OmitCountCap)
 		return
-	case c.total+size > c.caps.OutBytes:
+	case c.total+size > c.totalBytes:
 		c.omit(p, size, sandbox.OmitTotalCap)
 		return
 	}
-	var st unix.Stat_t
 	if data == nil {
 		var err error
 		if data, err = readRegular(dir, name, size); err != nil {
@@ -333,16 +370,12 @@ func (c *collector) file(dir int, name, p string, size int64) {
 			return
 		}
 	}
-	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		c.omit(p, size, sandbox.OmitUnreadable)
+	if reason := c.take(dir, name, p, data); reason != "" {
+		c.omit(p, size, reason)
 		return
 	}
-	sum := sha256.Sum256(data)
+	c.taken++
 	c.total += int64(len(data))
-	c.files = append(c.files, sandbox.OutFile{
-		Path: p, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]),
-		Mode: st.Mode & 0o777, Data: data,
-	})
 }
 
 // readRegular reads the regular file name of dir, of size bytes: opened
@@ -382,10 +415,6 @@ const WorkspaceFigures = ".psych-figures"
 // no artifacts. Call it only once every process of the run is dead.
 func (w *Workspace) Artifacts(caps sandbox.FileCaps) ([]sandbox.Artifact, []sandbox.Omitted) {
 	var arts []sandbox.Artifact
-	var omitted []sandbox.Omitted
-	omit := func(name string, size int64, reason string) {
-		omitted = append(omitted, sandbox.Omitted{Path: strings.ToValidUTF8(name, "\uFFFD"), Size: size, Reason: reason})
-	}
 	tmp, err := unix.Openat(w.root, WorkspaceTmp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, []sandbox.Omitted{{Path: ".", Reason: sandbox.OmitUnreadable}}
@@ -406,54 +435,28 @@ func (w *Workspace) Artifacts(caps sandbox.FileCaps) ([]sandbox.Artifact, []sand
 		return nil, []sandbox.Omitted{{Path: ".", Reason: sandbox.OmitUnreadable}}
 	}
 	defer unix.Close(dir)
-	names, err := readNames(dir)
-	if err != nil {
-		return nil, []sandbox.Omitted{{Path: ".", Reason: sandbox.OmitUnreadable}}
+	c := collector{
+		fileBytes: caps.ArtifactFileBytes, count: caps.ArtifactCount, totalBytes: caps.ArtifactBytes,
+		deadline: time.Now().Add(caps.CollectTime),
+		name: func(name string) string {
+			if !figureName.MatchString(name) {
+				return sandbox.OmitInvalid
+			}
+			return ""
+		},
+		take: func(_ int, name, _ string, data []byte) string {
+			width, height, err := CheckPNG(data)
+			if err != nil {
+				return sandbox.OmitInvalid
+			}
+			sum := sha256.Sum256(data)
+			arts = append(arts, sandbox.Artifact{
+				Name: name, MIME: sandbox.MIMEPNG, Width: width, Height: height,
+				Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Data: data,
+			})
+			return ""
+		},
 	}
-	deadline := time.Now().Add(caps.CollectTime)
-	var total int64
-	for _, name := range names {
-		if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			omit(name, 0, sandbox.OmitUnreadable)
-			continue
-		}
-		size := sizeOf(&st)
-		switch {
-		case time.Now().After(deadline):
-			omit(name, size, sandbox.OmitTimeCap)
-			continue
-		case st.Mode&unix.S_IFMT != unix.S_IFREG:
-			omit(name, size, sandbox.OmitNotRegular)
-			continue
-		case !figureName.MatchString(name):
-			omit(name, size, sandbox.OmitInvalid)
-			continue
-		case size > caps.ArtifactFileBytes:
-			omit(name, size, sandbox.OmitTooLarge)
-			continue
-		case len(arts) >= caps.ArtifactCount:
-			omit(name, size, sandbox.OmitCountCap)
-			continue
-		case total+size > caps.ArtifactBytes:
-			omit(name, size, sandbox.OmitTotalCap)
-			continue
-		}
-		data, err := readRegular(dir, name, size)
-		if err != nil {
-			omit(name, size, sandbox.OmitUnreadable)
-			continue
-		}
-		width, height, err := CheckPNG(data)
-		if err != nil {
-			omit(name, size, sandbox.OmitInvalid)
-			continue
-		}
-		sum := sha256.Sum256(data)
-		total += size
-		arts = append(arts, sandbox.Artifact{
-			Name: name, MIME: sandbox.MIMEPNG, Width: width, Height: height,
-			Size: size, SHA256: hex.EncodeToString(sum[:]), Data: data,
-		})
-	}
-	return arts, omitted
+	c.dir(dir, ".", 0) // "." names the directory itself, and no entry
+	return arts, c.omitted
 }

@@ -1,25 +1,3 @@
-// Package pool keeps a warm pool of ready items (fully started sandboxes),
-// generic over the item and agnostic of the backend, which supplies Fill and
-// Destroy.
-//
-// What it guarantees:
-//   - One use per item: Take hands each item out at most once, and never
-//     after Close began. The caller owns what Take returns and destroys it;
-//     the pool never touches it again.
-//   - Nothing made is lost: an item the pool never handed out is destroyed
-//     unused, when it outlives MaxAge or at Close (including one a fill
-//     returns after Close began). When Close returns, every such item has
-//     been destroyed and no goroutine of the pool is running.
-//   - Refills run in the background, up to Fillers at once, after every
-//     Take and every expiry; failed fills are retried with a backoff.
-//   - Take hands out the oldest ready item that is still fresh (first in,
-//     first out), so that none ages out unused while younger ones serve.
-//   - Take never waits for a fill: it takes only a mutex, and says ok=false
-//     when nothing fresh is ready. TakeWait waits for a fill already
-//     running, one caller per fill, at most a bound.
-//
-// What it refuses: it does not recover a Fill or Destroy that panics (the
-// caller's bug), and it does not destroy what a failed Fill left behind.
 package pool
 
 import (
@@ -28,14 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-)
-
-// Sentinel errors. Others are wrapped with %w; test with errors.Is.
-var (
-	// ErrInvalidConfig: the Config cannot work.
-	ErrInvalidConfig = errors.New("invalid pool configuration")
-	// ErrClosed: the pool is closed.
-	ErrClosed = errors.New("pool closed")
 )
 
 // Backoff between failed fills: it starts at backoffMin, doubles per

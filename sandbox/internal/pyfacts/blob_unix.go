@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -69,13 +68,7 @@ func pruneExeBlobs(dir, name, owner string) {
 		return
 	}
 	defer unix.Close(dfd)
-	dup, err := unix.FcntlInt(uintptr(dfd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	d := os.NewFile(uintptr(dup), "cache")
-	defer d.Close()
-	ents, err := d.ReadDir(-1)
+	ents, err := entries(dfd)
 	if err != nil {
 		return
 	}

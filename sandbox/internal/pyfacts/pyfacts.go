@@ -53,6 +53,16 @@
 // callers do afresh each time. Where there are no owners, modes and
 // openat(O_NOFOLLOW) to check (other than Linux, macOS and the BSDs), there
 // is no cache: every Load starts the interpreter.
+//
+// # Files
+//
+//   - pyfacts.go: Facts, Options, Load and the blobs' entry points, the
+//     facts learnt and checked.
+//   - trusted_unix.go: the trusted-file cache itself, whatever it holds:
+//     the directory and its entries checked, read and written atomically.
+//   - cache_unix.go: the interpreter facts' entries in it (key, load,
+//     prune); blob_unix.go: the blobs' entries; _other.go: no cache.
+//   - errors.go: the sentinel errors.
 package pyfacts
 
 import (

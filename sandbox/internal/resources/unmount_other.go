@@ -1,5 +1,5 @@
 //go:build !linux
 
-package host
+package resources
 
 func unmountUnder(string) {}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package host
+package resources
 
 import (
 	"context"
@@ -10,6 +10,6 @@ import (
 )
 
 // Claim needs OFD locks (Linux): elsewhere it fails with ErrInvalidConfig.
-func (r IDRange) Claim(ctx context.Context) (uint32, func(), error) {
+func (r IDs) Claim(ctx context.Context, span uint32) (uint32, func(), error) {
 	return 0, nil, fmt.Errorf("%w: outside ids are claimed with OFD locks, which only Linux has", sandbox.ErrInvalidConfig)
 }

@@ -1,4 +1,4 @@
-package host
+package attest
 
 import (
 	"bufio"
@@ -206,28 +206,6 @@ func readRootMount(path string) string {
 		return ""
 	}
 	return parseRootMount(b)
-}
-
-// parseRootMount returns "ID:FSTYPE" of the last mount on "/" (the one on
-// top); a line is "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] -
-// FSTYPE SOURCE SUPER".
-func parseRootMount(b []byte) string {
-	root := ""
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 5 || f[4] != "/" {
-			continue
-		}
-		fstype := ""
-		for i, x := range f {
-			if x == "-" && i+1 < len(f) {
-				fstype = f[i+1]
-				break
-			}
-		}
-		root = f[0] + ":" + fstype
-	}
-	return root
 }
 
 // Readback reads what AttestProcesses read into iso once more, for a pooled

@@ -1,4 +1,4 @@
-package host
+package resources
 
 import (
 	"crypto/rand"

@@ -1,4 +1,4 @@
-package host
+package resources
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 // per-uid accounting (pipe buffers, inotify instances and watches, the
 // processes RLIMIT_NPROC counts, POSIX message queue bytes, keys) never
 // crosses runs. The default range is DefaultIDFirst to
-// DefaultIDFirst+DefaultIDCount-1, uids and gids alike; IDRange.Check
+// DefaultIDFirst+DefaultIDCount-1, uids and gids alike (DefaultIDs); IDs.Check
 // refuses a range that a user, a group or a subordinate range of the host
 // (/etc/passwd, /etc/group, /etc/subuid, /etc/subgid) already uses.
 const (
@@ -36,61 +36,73 @@ var IDLockPath = "/run/psych/ids.lock"
 // range is claimed, before it fails with sandbox.ErrBusy.
 const IDWait = 5 * time.Second
 
-// IDRange is a range of outside ids claimed per run: Count ids from First
-// (uids, and the gids of the same numbers), Span consecutive ids per run.
-type IDRange struct {
-	First, Count, Span uint32
+// IDs are outside ids, the one type for them in psych: Count consecutive
+// uids from UID and as many gids from GID; Count 0 or 1 is one pair. A
+// backend's RunAs is IDs, so is the range runs claim theirs from
+// (DefaultIDs), and Claim takes span ids of each kind out of it for a run.
+type IDs struct {
+	UID, GID uint32
+	Count    uint32
 }
 
-// slots is how many runs the range holds at once.
-func (r IDRange) slots() uint32 { return r.Count / max(r.Span, 1) }
+// DefaultIDs is the range every run of a root host claims its own ids
+// from: DefaultIDCount from DefaultIDFirst, uids and gids alike.
+func DefaultIDs() IDs { return IDs{UID: DefaultIDFirst, GID: DefaultIDFirst, Count: DefaultIDCount} }
 
-// Valid reports a range that holds at least one run and does not overflow
-// or include id 0.
-func (r IDRange) Valid() error {
+// Size is how many ids of each kind r holds: Count, at least 1.
+func (r IDs) Size() uint32 { return max(r.Count, 1) }
+
+// slots is how many runs of span ids the range holds at once.
+func (r IDs) slots(span uint32) uint32 { return r.Size() / max(span, 1) }
+
+// Valid reports a range that overflows or includes id 0.
+func (r IDs) Valid() error {
 	switch {
-	case r.First == 0:
-		return fmt.Errorf("outside id range from 0: id 0 is never used")
-	case r.Span == 0 || r.slots() == 0:
-		return fmt.Errorf("outside id range of %d ids holds no run of %d", r.Count, r.Span)
-	case uint64(r.First)+uint64(r.Count) > 1<<32-1:
-		return fmt.Errorf("outside id range %d+%d overflows", r.First, r.Count)
+	case r.UID == 0 || r.GID == 0:
+		return fmt.Errorf("outside id range from %d:%d: id 0 is never used", r.UID, r.GID)
+	case uint64(r.UID)+uint64(r.Size()) > 1<<32-1 || uint64(r.GID)+uint64(r.Size()) > 1<<32-1:
+		return fmt.Errorf("outside id range %d:%d+%d overflows", r.UID, r.GID, r.Size())
 	}
 	return nil
 }
 
-// Check refuses (sandbox.ErrInvalidConfig) a range that overlaps a uid in
-// /etc/passwd, a gid in /etc/group or a range in /etc/subuid or
-// /etc/subgid: those ids belong to someone, and a run must own nothing of
-// the host's. A file that does not exist has nothing to overlap.
-func (r IDRange) Check() error {
+// Check refuses (sandbox.ErrInvalidConfig) a range whose uids overlap a
+// uid in /etc/passwd or a range in /etc/subuid, or whose gids overlap a gid
+// in /etc/group or a range in /etc/subgid: those ids belong to someone, and
+// a run must own nothing of the host's. A file that does not exist has
+// nothing to overlap.
+func (r IDs) Check() error {
 	if err := r.Valid(); err != nil {
 		return fmt.Errorf("%w: %w", sandbox.ErrInvalidConfig, err)
 	}
-	last := uint64(r.First) + uint64(r.Count) - 1
 	for _, f := range []struct {
 		path  string
-		field int // the id's field, or -1 for a subordinate range
-	}{{"/etc/passwd", 2}, {"/etc/group", 2}, {"/etc/subuid", -1}, {"/etc/subgid", -1}} {
-		if err := overlap(f.path, f.field, uint64(r.First), last); err != nil {
-			return fmt.Errorf("%w: outside id range %d-%d: %w", sandbox.ErrInvalidConfig, r.First, last, err)
+		field int    // the id's field, or -1 for a subordinate range
+		first uint32 // r.UID or r.GID
+	}{{"/etc/passwd", 2, r.UID}, {"/etc/group", 2, r.GID}, {"/etc/subuid", -1, r.UID}, {"/etc/subgid", -1, r.GID}} {
+		last := uint64(f.first) + uint64(r.Size()) - 1
+		if err := overlap(f.path, f.field, uint64(f.first), last); err != nil {
+			return fmt.Errorf("%w: outside id range %d-%d: %w", sandbox.ErrInvalidConfig, f.first, last, err)
 		}
 	}
 	return nil
 }
 
-// Mapped reports whether every id of the range, as uid and as gid, is
+// Mapped reports whether every id of the range, the uids and the gids, is
 // mapped in this process's user namespace (/proc/self/uid_map, gid_map): a
 // root host inside a container or another user namespace may have only a
 // few ids to give.
-func (r IDRange) Mapped() error {
-	for _, f := range []string{"/proc/self/uid_map", "/proc/self/gid_map"} {
-		b, err := os.ReadFile(f)
+func (r IDs) Mapped() error {
+	for _, f := range []struct {
+		path  string
+		first uint32
+	}{{"/proc/self/uid_map", r.UID}, {"/proc/self/gid_map", r.GID}} {
+		b, err := os.ReadFile(f.path)
 		if err != nil {
 			return err
 		}
-		if !covered(string(b), uint64(r.First), uint64(r.First)+uint64(r.Count)) {
-			return fmt.Errorf("ids %d-%d are not all mapped in this user namespace (%s: %s)", r.First, uint64(r.First)+uint64(r.Count)-1, f, strings.Join(strings.Fields(string(b)), " "))
+		if !covered(string(b), uint64(f.first), uint64(f.first)+uint64(r.Size())) {
+			return fmt.Errorf("ids %d-%d are not all mapped in this user namespace (%s: %s)", f.first, uint64(f.first)+uint64(r.Size())-1, f.path, strings.Join(strings.Fields(string(b)), " "))
 		}
 	}
 	return nil

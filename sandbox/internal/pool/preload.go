@@ -1,10 +1,9 @@
-package host
+package pool
 
 import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/psych-runtime/psych/sandbox/internal/host"
 )
 
 // A pooled sandbox with modules to preload (PoolConfig.Preload) sends one
@@ -41,10 +42,6 @@ type Preloaded struct {
 	All     bool     `json:"all"`
 	Modules []string `json:"modules"`
 }
-
-// ErrPreload: a pooled sandbox could not import a module it preloads; the
-// message says which and why.
-var ErrPreload = errors.New("module import failed")
 
 // ReadPreloaded reads the preloaded frame from r, exactly its bytes (r
 // unbuffered: what follows on the wire is the run's). A frame that says the
@@ -159,11 +156,12 @@ func (e *ImportEnv) ColdReason(names []string) string {
 	if e == nil || len(names) == 0 {
 		return ""
 	}
+	own := host.SandboxEnv()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, n := range names {
 		switch {
-		case slices.Contains(sandboxEnv, n):
+		case slices.Contains(own, n):
 		case e.all:
 			return fmt.Sprintf("env %s: the preloaded modules read the whole environment at import", n)
 		case e.env[n]:

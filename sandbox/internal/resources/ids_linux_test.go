@@ -1,4 +1,4 @@
-package host
+package resources
 
 import (
 	"bufio"
@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,15 +26,18 @@ func withLockPath(t *testing.T) {
 // waits and then fails with ErrBusy, and a release frees the slot.
 func TestClaimDistinct(t *testing.T) {
 	withLockPath(t)
-	r := IDRange{First: 200000, Count: 6, Span: 2}
+	r, span := IDs{UID: 200000, GID: 200000, Count: 6}, uint32(2)
+	if _, _, err := r.Claim(context.Background(), 7); !errors.Is(err, sandbox.ErrInvalidConfig) {
+		t.Fatalf("a run of 7 ids from a range of 6: %v, want ErrInvalidConfig", err)
+	}
 	seen := map[uint32]bool{}
 	var releases []func()
 	for i := 0; i < 3; i++ {
-		base, release, err := r.Claim(context.Background())
+		base, release, err := r.Claim(context.Background(), span)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if seen[base] || base < r.First || base+r.Span > r.First+r.Count || (base-r.First)%r.Span != 0 {
+		if seen[base] || base < r.UID || base+span > r.UID+r.Count || (base-r.UID)%span != 0 {
 			t.Fatalf("claim %d: base %d (seen %v)", i, base, seen)
 		}
 		seen[base] = true
@@ -41,12 +45,12 @@ func TestClaimDistinct(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if _, _, err := r.Claim(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	if _, _, err := r.Claim(ctx, span); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a full range under a 200 ms context: %v", err)
 	}
 	done := make(chan uint32)
 	go func() {
-		base, release, err := r.Claim(context.Background())
+		base, release, err := r.Claim(context.Background(), span)
 		if err != nil {
 			t.Error(err)
 		}
@@ -74,14 +78,14 @@ func TestClaimBusy(t *testing.T) {
 		t.Skip("waits IDWait")
 	}
 	withLockPath(t)
-	r := IDRange{First: 300000, Count: 1, Span: 1}
-	_, release, err := r.Claim(context.Background())
+	r, span := IDs{UID: 300000, GID: 300000, Count: 1}, uint32(1)
+	_, release, err := r.Claim(context.Background(), span)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer release()
 	start := time.Now()
-	_, _, err = r.Claim(context.Background())
+	_, _, err = r.Claim(context.Background(), span)
 	if !errors.Is(err, sandbox.ErrBusy) || time.Since(start) < IDWait {
 		t.Fatalf("a held range: %v after %s, want ErrBusy after %s", err, time.Since(start), IDWait)
 	}
@@ -90,10 +94,10 @@ func TestClaimBusy(t *testing.T) {
 // TestClaimAcrossProcesses: a slot another process holds is not given, and
 // is free again once that process is SIGKILLed.
 func TestClaimAcrossProcesses(t *testing.T) {
-	r := IDRange{First: 400000, Count: 1, Span: 1}
+	r, span := IDs{UID: 400000, GID: 400000, Count: 1}, uint32(1)
 	if p := os.Getenv("PSYCH_TEST_HOLD_ID"); p != "" {
 		IDLockPath = p
-		if _, _, err := r.Claim(context.Background()); err != nil {
+		if _, _, err := r.Claim(context.Background(), span); err != nil {
 			fmt.Println(err)
 			os.Exit(1)
 		}
@@ -118,28 +122,33 @@ func TestClaimAcrossProcesses(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if _, _, err := r.Claim(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	if _, _, err := r.Claim(ctx, span); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a slot another process holds: %v", err)
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	base, release, err := r.Claim(context.Background())
-	if err != nil || base != r.First {
+	base, release, err := r.Claim(context.Background(), span)
+	if err != nil || base != r.UID {
 		t.Fatalf("after the holder's death: %d, %v", base, err)
 	}
 	release()
 }
 
 func TestIDRangeCheck(t *testing.T) {
-	if err := (IDRange{First: DefaultIDFirst, Count: DefaultIDCount, Span: 1}).Check(); err != nil {
+	if err := DefaultIDs().Check(); err != nil {
 		t.Fatalf("the default range here: %v", err)
 	}
-	if err := (IDRange{First: 0, Count: 65535, Span: 1}).Check(); !errors.Is(err, sandbox.ErrInvalidConfig) {
+	if err := (IDs{UID: 0, GID: 0, Count: 65535}).Check(); !errors.Is(err, sandbox.ErrInvalidConfig) {
 		t.Fatalf("a range from 0: %v", err)
 	}
 	// root (0) is in /etc/passwd, and so is nobody (65534) on Debian.
-	if err := (IDRange{First: 65530, Count: 10, Span: 1}).Check(); !errors.Is(err, sandbox.ErrInvalidConfig) {
+	if err := (IDs{UID: 65530, GID: 65530, Count: 10}).Check(); !errors.Is(err, sandbox.ErrInvalidConfig) {
 		t.Fatalf("a range over nobody: %v", err)
+	}
+	// The gids are checked apart from the uids: free uids, gids over
+	// Debian's nogroup (65534).
+	if err := (IDs{UID: DefaultIDFirst, GID: 65530, Count: 10}).Check(); !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "/etc/group") {
+		t.Fatalf("gids over nogroup: %v", err)
 	}
 	dir := t.TempDir()
 	sub := filepath.Join(dir, "subuid")
@@ -169,7 +178,7 @@ func TestCovered(t *testing.T) {
 			t.Errorf("covered(%q, %d, %d) = %v", c.m, c.lo, c.hi, got)
 		}
 	}
-	if err := (IDRange{First: DefaultIDFirst, Count: DefaultIDCount, Span: 1}).Mapped(); err != nil {
+	if err := DefaultIDs().Mapped(); err != nil {
 		t.Fatalf("the default range in the initial user namespace: %v", err)
 	}
 }

@@ -3,7 +3,7 @@
 // The warm pool is the Linux backends' (its dispatch drives the init through
 // internal/reexec): no other build has one.
 
-package host
+package pool
 
 import (
 	"context"
@@ -19,11 +19,12 @@ import (
 	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/sandbox"
-	"github.com/psych-runtime/psych/sandbox/internal/pool"
+	"github.com/psych-runtime/psych/sandbox/internal/attest"
+	"github.com/psych-runtime/psych/sandbox/internal/host"
 )
 
 // TakeWait bounds how long a request waits for a pooled sandbox being
-// started when none is ready (pool.TakeWait): should the fill be stuck.
+// started when none is ready (Pool.TakeWait): should the fill be stuck.
 const TakeWait = 5 * time.Second
 
 // PreloadTimeout bounds how long a fill waits for a pooled interpreter's
@@ -89,16 +90,16 @@ func (r *pollReader) Read(b []byte) (int, error) {
 	}
 }
 
-// NewPool starts a pool of a backend's sandboxes as pc asks (its MaxAge
+// Start starts a pool of a backend's sandboxes as pc asks (its MaxAge
 // defaulted). The caller validates pc first (PoolConfig.Validate) and keeps
 // the caps where its fills read them: the fills start here. Errors wrap
 // sandbox.ErrInvalidConfig.
-func NewPool[T any](pc sandbox.PoolConfig, fill func(context.Context) (T, error), destroy func(T), log *slog.Logger) (*pool.Pool[T], error) {
+func Start[T any](pc sandbox.PoolConfig, fill func(context.Context) (T, error), destroy func(T), log *slog.Logger) (*Pool[T], error) {
 	maxAge := pc.MaxAge
 	if maxAge == 0 {
 		maxAge = sandbox.DefaultPoolMaxAge
 	}
-	p, err := pool.New(pool.Config[T]{
+	p, err := New(Config[T]{
 		Size: pc.Size, MaxAge: maxAge, Fill: fill, Destroy: destroy,
 		OnError: func(err error) { log.Warn("psych: starting a pooled sandbox", "err", err) },
 	})
@@ -108,6 +109,24 @@ func NewPool[T any](pc sandbox.PoolConfig, fill func(context.Context) (T, error)
 	return p, nil
 }
 
+// Status is the pool's size and how many sandboxes are ready now; zero
+// for a nil pool (a backend that keeps none).
+func (p *Pool[T]) Status() sandbox.PoolStatus {
+	if p == nil {
+		return sandbox.PoolStatus{}
+	}
+	return sandbox.PoolStatus{Size: p.cfg.Size, Ready: p.Ready()}
+}
+
+// WaitWarm blocks until the pool holds its Size sandboxes ready, or ctx
+// ends; at once for a nil pool.
+func (p *Pool[T]) WaitWarm(ctx context.Context) error {
+	if p == nil {
+		return nil
+	}
+	return p.WaitReady(ctx, p.cfg.Size)
+}
+
 // Warm takes a sandbox from p for req and dispatches it, or says why req
 // runs cold: what ColdReason says, a variable of the program's environment
 // (envNames) that the pool's preloaded modules read at import (imports,
@@ -115,7 +134,7 @@ func NewPool[T any](pc sandbox.PoolConfig, fill func(context.Context) (T, error)
 // started waits for that one, at most TakeWait, rather than start another
 // beside it), or one that failed dispatch, which is destroyed unused. It
 // returns the served sandbox's age.
-func Warm[T any](ctx context.Context, p *pool.Pool[T], req *Request, caps sandbox.Limits, imports *ImportEnv, envNames []string, dispatch func(T) error, destroy func(T), log *slog.Logger) (item T, age time.Duration, coldReason string) {
+func Warm[T any](ctx context.Context, p *Pool[T], req *host.Request, caps sandbox.Limits, imports *ImportEnv, envNames []string, dispatch func(T) error, destroy func(T), log *slog.Logger) (item T, age time.Duration, coldReason string) {
 	if why := ColdReason(req, caps); why != "" {
 		return item, 0, why
 	}
@@ -163,7 +182,7 @@ type Pooled struct {
 
 // Dispatch is what a request sets in a pooled sandbox.
 type Dispatch struct {
-	Request *Request
+	Request *host.Request
 	// Cgroup are the request's cgroup limits, Rlimits its rlimits as the
 	// init would set them, Env the program's whole environment.
 	Cgroup  cgroups.Limits
@@ -189,7 +208,7 @@ func (p Pooled) Dispatch(d Dispatch) (cpuBase time.Duration, err error) {
 	if err != nil {
 		return 0, err
 	}
-	used, err := ProcessCPU(p.InterpPID)
+	used, err := attest.ProcessCPU(p.InterpPID)
 	if err != nil {
 		return 0, err
 	}
@@ -210,7 +229,7 @@ func (p Pooled) Dispatch(d Dispatch) (cpuBase time.Duration, err error) {
 		return 0, err
 	}
 	iso := p.Isolation
-	iso.Network, iso.EnvKeys, iso.Limits = nc, EnvKeys(d.Env), ReadLimits(p.InterpPID)
+	iso.Network, iso.EnvKeys, iso.Limits = nc, host.EnvKeys(d.Env), attest.ReadLimits(p.InterpPID)
 	// The baseline last: what the host did above is not the program's.
 	return p.Cgroup.CPU()
 }
@@ -222,7 +241,7 @@ func (p Pooled) Dispatch(d Dispatch) (cpuBase time.Duration, err error) {
 // were slower here (two CPUs, and threads to wake). On success it returns
 // the network check, for the run's attestation.
 func CheckPooled(p Pooled) (*sandbox.NetworkCheck, error) {
-	if what := Readback(p.Isolation, p.InitPID, p.InterpPID, p.HostNS); what != "" {
+	if what := attest.Readback(p.Isolation, p.InitPID, p.InterpPID, p.HostNS); what != "" {
 		return nil, fmt.Errorf("its attestation no longer reads back the same: %s", what)
 	}
 	if p.BeforeCheck != nil {
@@ -230,7 +249,7 @@ func CheckPooled(p Pooled) (*sandbox.NetworkCheck, error) {
 			return nil, err
 		}
 	}
-	nc, err := CheckNetwork(p.Netlink, nil)
+	nc, err := attest.CheckNetwork(p.Netlink, nil)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("network check: %w", err)
@@ -245,4 +264,20 @@ func CheckPooled(p Pooled) (*sandbox.NetworkCheck, error) {
 		return nil, fmt.Errorf("its cgroup recorded %d OOM kills and %d refused forks", oom, refused)
 	}
 	return nc, nil
+}
+
+// ColdReason says why a warm pool started at caps cannot serve r, as
+// Isolation.ColdReason reports it: the network granted, a limit above its
+// cap, or a stack_bytes other than the pool's (glibc sizes thread stacks
+// from RLIMIT_STACK as the interpreter starts); "" when it can.
+func ColdReason(r *host.Request, caps sandbox.Limits) string {
+	switch n := r.Limits.Above(caps); {
+	case r.Network:
+		return "the request grants the network"
+	case n == "stack_bytes":
+		return "stack_bytes other than the pool's"
+	case n != "":
+		return string(n) + " above the pool's cap"
+	}
+	return ""
 }

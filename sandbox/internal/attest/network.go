@@ -1,4 +1,4 @@
-package host
+package attest
 
 import (
 	"github.com/psych-runtime/psych/netns"

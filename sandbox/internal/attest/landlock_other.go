@@ -1,6 +1,6 @@
 //go:build !linux
 
-package host
+package attest
 
 // LandlockScopes is zero where there is no Landlock.
 func LandlockScopes() uint64 { return 0 }

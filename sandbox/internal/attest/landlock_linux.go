@@ -1,4 +1,4 @@
-package host
+package attest
 
 import "golang.org/x/sys/unix"
 

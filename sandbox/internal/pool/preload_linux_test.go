@@ -1,6 +1,6 @@
 //go:build linux && cgo
 
-package host
+package pool
 
 import (
 	"context"

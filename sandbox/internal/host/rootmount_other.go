@@ -1,5 +1,0 @@
-//go:build !linux
-
-package host
-
-func rootMountID() (string, bool) { return "", false }
