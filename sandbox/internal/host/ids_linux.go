@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/psych-runtime/psych/internal/eintr"
 	"github.com/psych-runtime/psych/sandbox"
 )
 
@@ -40,11 +41,11 @@ func (r IDRange) Claim(ctx context.Context) (uint32, func(), error) {
 		for i := uint32(0); i < slots; i++ {
 			base := r.First + ((start+i)%slots)*r.Span
 			lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: int64(base), Len: int64(r.Span)}
-			err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk)
+			err := eintr.Retry(func() error { return unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk) })
 			if err == nil {
 				return base, func() { unix.Close(fd) }, nil
 			}
-			if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.EINTR) {
+			if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) {
 				unix.Close(fd)
 				return 0, nil, fmt.Errorf("%w: claim outside id %d: %w", sandbox.ErrHostFault, base, err)
 			}

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/bootstrap"
+	"github.com/psych-runtime/psych/internal/eintr"
 )
 
 // fileID is a file's identity: a replaced or rewritten file changes it.
@@ -75,7 +76,7 @@ func idOf(st *unix.Stat_t) fileID {
 // cached under it (LoadBlob).
 func SelfID() (string, error) {
 	var st unix.Stat_t
-	if err := retry(func() error { return unix.Stat("/proc/self/exe", &st) }); err != nil {
+	if err := eintr.Retry(func() error { return unix.Stat("/proc/self/exe", &st) }); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrNoExecutable, os.NewSyscallError("stat /proc/self/exe", err))
 	}
 	id := idOf(&st)
@@ -90,7 +91,7 @@ func identify(abs string) (key, error) {
 	}
 	k := key{Path: abs, Real: real, Bootstrap: bootstrap.SourceHash()}
 	var st unix.Stat_t
-	if err := retry(func() error { return unix.Stat(real, &st) }); err != nil {
+	if err := eintr.Retry(func() error { return unix.Stat(real, &st) }); err != nil {
 		return key{}, fmt.Errorf("stat interpreter %s: %w", real, os.NewSyscallError("stat", err))
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
@@ -99,7 +100,7 @@ func identify(abs string) (key, error) {
 	k.File = idOf(&st)
 	for i, cfg := range []string{filepath.Join(filepath.Dir(abs), "pyvenv.cfg"), filepath.Join(filepath.Dir(filepath.Dir(abs)), "pyvenv.cfg")} {
 		var vs unix.Stat_t
-		if retry(func() error { return unix.Stat(cfg, &vs) }) == nil {
+		if eintr.Retry(func() error { return unix.Stat(cfg, &vs) }) == nil {
 			k.Venv[i] = idOf(&vs)
 		}
 	}
@@ -226,14 +227,14 @@ func openDir(dir string) (fd int, untrusted bool, err error) {
 		return -1, false, fmt.Errorf("create cache directory parent: %w", err)
 	}
 	created := true
-	if err := retry(func() error { return unix.Mkdir(dir, 0o700) }); err != nil {
+	if err := eintr.Retry(func() error { return unix.Mkdir(dir, 0o700) }); err != nil {
 		if !errors.Is(err, unix.EEXIST) {
 			return -1, false, fmt.Errorf("create cache directory %s: %w", dir, os.NewSyscallError("mkdir", err))
 		}
 		created = false
 	}
 	opened := -1
-	err = retry(func() (err error) {
+	err = eintr.Retry(func() (err error) {
 		opened, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		return err
 	})
@@ -325,7 +326,7 @@ func readPayload(dfd int, name string) (payload, error) {
 // payload's bytes and the tail's.
 func readBody(dfd int, name string) (body, tail []byte, err error) {
 	var fd int
-	err = retry(func() (err error) {
+	err = eintr.Retry(func() (err error) {
 		fd, err = unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 		return err
 	})
@@ -451,7 +452,7 @@ func writeEnvelope(dfd int, name string, body, tail []byte) (retErr error) {
 	rand.Read(rnd[:])
 	tmp := name + ".tmp-" + hex.EncodeToString(rnd[:])
 	var fd int
-	err := retry(func() (err error) {
+	err := eintr.Retry(func() (err error) {
 		fd, err = unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_NOCTTY|unix.O_CLOEXEC, 0o600)
 		return err
 	})
@@ -481,20 +482,11 @@ func writeEnvelope(dfd int, name string, body, tail []byte) (retErr error) {
 	if err != nil {
 		return fmt.Errorf("close entry %s: %w", tmp, err)
 	}
-	if err := retry(func() error { return unix.Renameat(dfd, tmp, dfd, name) }); err != nil {
+	if err := eintr.Retry(func() error { return unix.Renameat(dfd, tmp, dfd, name) }); err != nil {
 		return fmt.Errorf("rename entry %s: %w", name, os.NewSyscallError("renameat", err))
 	}
-	if err := retry(func() error { return unix.Fsync(dfd) }); err != nil {
+	if err := eintr.Retry(func() error { return unix.Fsync(dfd) }); err != nil {
 		return fmt.Errorf("sync cache directory: %w", os.NewSyscallError("fsync", err))
 	}
 	return nil
-}
-
-// retry runs a raw syscall again while it is interrupted.
-func retry(call func() error) error {
-	for {
-		if err := call(); !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
 }
