@@ -47,12 +47,6 @@ var over = map[string]int{
 	"sandbox/subprocess.(*view).mounts": 153,
 	"sandbox/subprocess.(*run).plan":    122,
 	"sandbox/container.(*run).start":    182,
-	// The commands, the bench and the contract suite's runner.
-	"cmd/internal/commands/serve.serve": 134,
-	"cmd/internal/commands/run.run":     106,
-	"internal/bench.serveRows":          105,
-	"internal/bench.Run":                101,
-	"test/contract.Run":                 103,
 }
 
 // fn is one function found.
