@@ -18,7 +18,7 @@
 // # Layouts and the files each uses
 //
 // NewManager detects the layout once per process (DetectLayout) from
-// /proc/self/mountinfo:
+// /proc/self/mountinfo (read by moby/sys/mountinfo):
 //
 //   - unified (pure v2), Mode "v2": everything is in the run's directory on
 //     cgroup2: memory.max and memory.swap.max=0, pids.max; cpu.stat

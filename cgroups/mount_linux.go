@@ -7,9 +7,10 @@ import (
 	"os"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // mountPoint is one cgroup hierarchy as mounted.
@@ -71,33 +72,24 @@ var v1Controllers = []string{
 }
 
 // parseMountinfo reads the cgroup mounts from a mountinfo file
-// (proc_pid_mountinfo(5)). Where a hierarchy is mounted more than once, the
-// first mount wins, as it is the one mounted first (/sys/fs/cgroup).
+// (proc_pid_mountinfo(5), read by moby/sys/mountinfo). Where a hierarchy is
+// mounted more than once, the first mount wins, as it is the one mounted
+// first (/sys/fs/cgroup).
 func parseMountinfo(r io.Reader) (mounts, error) {
+	infos, err := mountinfo.GetMountsFromReader(r, mountinfo.FSTypeFilter("cgroup", "cgroup2"))
+	if err != nil {
+		return mounts{}, fmt.Errorf("read mountinfo: %w", err)
+	}
 	var ms mounts
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		// ID PARENT MAJ:MIN ROOT POINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		pf, sf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 6 || len(sf) < 1 {
-			continue
-		}
-		mp := mountPoint{root: unescapeMount(pf[3]), point: unescapeMount(pf[4])}
-		switch sf[0] {
+	for _, m := range infos {
+		mp := mountPoint{root: m.Root, point: m.Mountpoint}
+		switch m.FSType {
 		case "cgroup2":
 			if ms.unified == nil {
 				ms.unified = &mp
 			}
 		case "cgroup":
-			if len(sf) < 3 {
-				continue
-			}
-			for _, o := range strings.Split(sf[2], ",") {
+			for _, o := range strings.Split(m.VFSOptions, ",") {
 				if slices.Contains(v1Controllers, o) {
 					mp.ctrls = append(mp.ctrls, o)
 				}
@@ -107,29 +99,7 @@ func parseMountinfo(r io.Reader) (mounts, error) {
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return mounts{}, fmt.Errorf("read mountinfo: %w", err)
-	}
 	return ms, nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // hostMounts reads /proc/self/mountinfo once per process.

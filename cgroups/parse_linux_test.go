@@ -109,8 +109,10 @@ func TestMountDirs(t *testing.T) {
 	if dir, err := us.unified.dir("/"); err != nil || dir != "/sys/fs/cgroup" {
 		t.Errorf("root cgroup dir %q, %v", dir, err)
 	}
-	if got := unescapeMount(`/mnt/with\040space`); got != "/mnt/with space" {
-		t.Errorf("unescape: %q", got)
+	// A mount point with a space in it, escaped by the kernel.
+	sp, err := parseMountinfo(strings.NewReader(`90 22 0:26 /system.slice /mnt/with\040space rw,relatime shared:4 - cgroup2 cgroup2 rw` + "\n"))
+	if err != nil || sp.unified == nil || sp.unified.point != "/mnt/with space" || sp.unified.root != "/system.slice" {
+		t.Errorf("escaped mount point: %+v, %v", sp.unified, err)
 	}
 }
 

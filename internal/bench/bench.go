@@ -169,22 +169,10 @@ type row struct {
 // Run measures every row, interleaved, then the binding floor and the
 // throughput.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
-	if cfg.Runs <= 0 {
-		cfg.Runs = 50
-	}
-	if cfg.Warmup < 0 {
-		cfg.Warmup = 0
-	}
-	if cfg.Concurrency == nil {
-		cfg.Concurrency = []int{1, 2, 4, 8}
-	}
-	if cfg.Python == "" {
-		return nil, fmt.Errorf("bench: name the interpreter")
+	if err := cfg.defaults(); err != nil {
+		return nil, err
 	}
 	rep := &Report{Machine: machine(cfg.Python), Runs: cfg.Runs}
-	if cfg.Saturation <= 0 {
-		cfg.Saturation = 8
-	}
 	makeRows := makeRows
 	if len(cfg.Pools) > 0 {
 		makeRows = makePoolRows
@@ -199,66 +187,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep.Notes = notes
-	total := cfg.Warmup + cfg.Runs
-	for round := range total {
-		if cfg.Progress != nil {
-			progress(cfg.Progress, "rows", round+1, total)
-		}
-		for _, r := range rows {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			if r.saturate {
-				continue
-			}
-			if r.prep != nil {
-				if err := r.prep(ctx); err != nil {
-					return nil, fmt.Errorf("bench: row %s: %w", r.name, err)
-				}
-			}
-			start := time.Now()
-			iso, err := r.run(ctx)
-			d := time.Since(start)
-			if err != nil {
-				return nil, fmt.Errorf("bench: row %s: %w", r.name, err)
-			}
-			if r.settle != nil {
-				r.settle()
-			}
-			r.last = iso
-			if round >= cfg.Warmup {
-				r.times = append(r.times, d)
-			}
-		}
+	if err := rounds(ctx, cfg, rows); err != nil {
+		return nil, err
 	}
-	if cfg.Progress != nil {
-		fmt.Fprintln(cfg.Progress)
+	if err := afterRounds(ctx, cfg, rows, rep); err != nil {
+		return nil, err
 	}
-	for _, r := range rows {
-		if r.saturate {
-			if err := saturate(ctx, r, cfg.Saturation, cfg.Runs); err != nil {
-				return nil, fmt.Errorf("bench: row %s: %w", r.name, err)
-			}
-		}
-	}
-	for _, r := range rows {
-		if r.report != nil {
-			if err := r.report(ctx, rep); err != nil {
-				return nil, fmt.Errorf("bench: row %s: %w", r.name, err)
-			}
-		}
-	}
-	base := median(rows[0].times)
-	prev := 0.0
-	for _, r := range rows {
-		m := median(r.times)
-		rep.Rows = append(rep.Rows, Row{
-			Name: r.name, MedianMS: ms(m), P90MS: ms(quantile(r.times, 0.9)),
-			Ratio: float64(m) / float64(base), IncrementMS: ms(m) - prev, Attestation: r.last,
-			ExecsPerS: r.perSec, ColdExecsPerS: r.coldPerSec,
-		})
-		prev = ms(m)
-	}
+	rep.Rows = summarize(rows)
 	if full != nil {
 		if rep.Binding, err = bindingFloor(ctx, full, cfg.Python); err != nil {
 			return nil, err
@@ -268,6 +203,114 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// defaults fills in what cfg leaves out, and refuses a cfg without an
+// interpreter.
+func (cfg *Config) defaults() error {
+	if cfg.Runs <= 0 {
+		cfg.Runs = 50
+	}
+	if cfg.Warmup < 0 {
+		cfg.Warmup = 0
+	}
+	if cfg.Concurrency == nil {
+		cfg.Concurrency = []int{1, 2, 4, 8}
+	}
+	if cfg.Python == "" {
+		return fmt.Errorf("bench: name the interpreter")
+	}
+	if cfg.Saturation <= 0 {
+		cfg.Saturation = 8
+	}
+	return nil
+}
+
+// rounds runs every row but the saturation rows once a round, in turn, for
+// the warm-up rounds and then the measured ones.
+func rounds(ctx context.Context, cfg Config, rows []*row) error {
+	total := cfg.Warmup + cfg.Runs
+	for round := range total {
+		if cfg.Progress != nil {
+			progress(cfg.Progress, "rows", round+1, total)
+		}
+		for _, r := range rows {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if r.saturate {
+				continue
+			}
+			if err := r.once(ctx, round >= cfg.Warmup); err != nil {
+				return fmt.Errorf("bench: row %s: %w", r.name, err)
+			}
+		}
+	}
+	if cfg.Progress != nil {
+		fmt.Fprintln(cfg.Progress)
+	}
+	return nil
+}
+
+// once runs the row's execution once, timed without its prep and settle,
+// and keeps the time if keep.
+func (r *row) once(ctx context.Context, keep bool) error {
+	if r.prep != nil {
+		if err := r.prep(ctx); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	iso, err := r.run(ctx)
+	d := time.Since(start)
+	if err != nil {
+		return err
+	}
+	if r.settle != nil {
+		r.settle()
+	}
+	r.last = iso
+	if keep {
+		r.times = append(r.times, d)
+	}
+	return nil
+}
+
+// afterRounds measures the saturation rows, then each row's report.
+func afterRounds(ctx context.Context, cfg Config, rows []*row, rep *Report) error {
+	for _, r := range rows {
+		if r.saturate {
+			if err := saturate(ctx, r, cfg.Saturation, cfg.Runs); err != nil {
+				return fmt.Errorf("bench: row %s: %w", r.name, err)
+			}
+		}
+	}
+	for _, r := range rows {
+		if r.report != nil {
+			if err := r.report(ctx, rep); err != nil {
+				return fmt.Errorf("bench: row %s: %w", r.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// summarize is the rows as the report has them: the median against the
+// first row's and the increment over the row before.
+func summarize(rows []*row) []Row {
+	var out []Row
+	base := median(rows[0].times)
+	prev := 0.0
+	for _, r := range rows {
+		m := median(r.times)
+		out = append(out, Row{
+			Name: r.name, MedianMS: ms(m), P90MS: ms(quantile(r.times, 0.9)),
+			Ratio: float64(m) / float64(base), IncrementMS: ms(m) - prev, Attestation: r.last,
+			ExecsPerS: r.perSec, ColdExecsPerS: r.coldPerSec,
+		})
+		prev = ms(m)
+	}
+	return out
 }
 
 // saturationBursts is how many bursts of each kind a saturation row runs.

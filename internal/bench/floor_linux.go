@@ -174,16 +174,5 @@ func (b *startedBindings) Call(context.Context, string, json.RawMessage) (json.R
 	return json.RawMessage("null"), nil
 }
 
-func rssKiB() float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			f, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-			return f
-		}
-	}
-	return 0
-}
+// rssKiB is this process's VmRSS in KiB, or 0.
+func rssKiB() float64 { return pidRSSKiB(os.Getpid()) }

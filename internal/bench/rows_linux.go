@@ -283,7 +283,13 @@ func socketpair() (*os.File, *os.File, error) {
 
 // cliRun is `psych run --json` as a whole process.
 func cliRun(ctx context.Context, psych, python, program string) (*sandbox.Isolation, error) {
-	cmd := exec.CommandContext(ctx, psych, "run", "--json", "--python", python, "-")
+	return cliJSON(ctx, psych, program, "--python", python)
+}
+
+// cliJSON runs program through `psych run --json` with args, as a whole
+// process.
+func cliJSON(ctx context.Context, psych, program string, args ...string) (*sandbox.Isolation, error) {
+	cmd := exec.CommandContext(ctx, psych, append(append([]string{"run", "--json"}, args...), "-")...)
 	cmd.Stdin = strings.NewReader(program)
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
@@ -294,6 +300,11 @@ func cliRun(ctx context.Context, psych, python, program string) (*sandbox.Isolat
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		return nil, err
 	}
+	return outcome(&res)
+}
+
+// outcome is a run's attestation, with an error if its program failed.
+func outcome(res *sandbox.Result) (*sandbox.Isolation, error) {
 	if res.Failure != nil {
 		return res.Isolation, fmt.Errorf("the program failed: %s", res.Failure.Type)
 	}

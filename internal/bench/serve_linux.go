@@ -5,7 +5,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,109 +35,113 @@ const servePool = 2
 // Their close stops the server (SIGTERM: a drain). full waits until the
 // server's pool is full.
 func serveRows(cfg Config, program string, cold func(context.Context) (*sandbox.Isolation, error)) (rows []*row, full func(context.Context) error, err error) {
-	dir, err := os.MkdirTemp("", "psych-bench-serve-")
+	s, err := startServe(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	sock := filepath.Join(dir, "psych.sock")
-	var stderr bytes.Buffer
-	args := []string{"serve", "--listen", "unix://" + sock, "--python", cfg.Python,
-		"--pool", strconv.Itoa(servePool), "--max-runs", strconv.Itoa(cfg.Saturation)}
-	for _, m := range cfg.Preload {
-		args = append(args, "--preload", m)
-	}
-	srv := exec.Command(cfg.CLI, args...)
-	srv.Stderr = &stderr
-	if err := srv.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, nil, fmt.Errorf("start psych serve: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() { srv.Wait(); close(exited) }()
-	stop := func() {
-		srv.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(time.Minute):
-			srv.Process.Kill()
-			<-exited
-		}
-		os.RemoveAll(dir)
-	}
-	c, err := client.New("unix://"+sock, client.Options{})
-	if err != nil {
-		stop()
+	if err := s.refilled(context.Background()); err != nil {
+		s.stop()
 		return nil, nil, err
 	}
-	// Ready once the self-check ran and the pool filled: /v1/info answers
-	// with every pooled sandbox ready.
-	refilled := func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeout(ctx, 3*time.Minute) // a preload's fills, on a loaded host
-		defer cancel()
-		for {
-			info, err := c.Info(ctx)
-			if err == nil && info.Pool.Size > 0 && info.Pool.Ready == info.Pool.Size {
-				return nil
-			}
-			select {
-			case <-exited:
-				return fmt.Errorf("psych serve exited: %s", bytes.TrimSpace(stderr.Bytes()))
-			case <-ctx.Done():
-				return fmt.Errorf("psych serve's pool not full: %v (%v)", ctx.Err(), err)
-			case <-time.After(2 * time.Millisecond):
-			}
-		}
-	}
-	if err := refilled(context.Background()); err != nil {
-		stop()
-		return nil, nil, err
-	}
-	sb := c.Sandbox()
+	sb := s.client.Sandbox()
 	api := func(ctx context.Context) (*sandbox.Isolation, error) {
 		res, err := sb.Run(ctx, sandbox.Request{Code: program})
 		if err != nil {
 			return nil, err
 		}
-		if res.Failure != nil {
-			return res.Isolation, fmt.Errorf("the program failed: %s", res.Failure.Type)
-		}
-		return res.Isolation, nil
+		return outcome(res)
 	}
 	host := func(ctx context.Context) (*sandbox.Isolation, error) {
-		cmd := exec.CommandContext(ctx, cfg.CLI, "run", "--json", "--host", "unix://"+sock, "-")
-		cmd.Stdin = strings.NewReader(program)
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("%w: %s", err, bytes.TrimSpace(errOut.Bytes()))
-		}
-		var res sandbox.Result
-		if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-			return nil, err
-		}
-		if res.Failure != nil {
-			return res.Isolation, fmt.Errorf("the program failed: %s", res.Failure.Type)
-		}
-		return res.Isolation, nil
+		return cliJSON(ctx, cfg.CLI, program, "--host", "unix://"+s.sock)
 	}
 	// Each execution's refill is waited for after it too, so that no row
 	// after it is measured beside the server's refill.
-	settle := func() { refilled(context.Background()) }
+	settle := func() { s.refilled(context.Background()) }
 	measure := func(ctx context.Context, rep *Report) error {
-		if err := refilled(ctx); err != nil {
+		if err := s.refilled(ctx); err != nil {
 			return err
 		}
 		var err error
 		if rep.ServeTool, err = serveTool(ctx, sb, cfg.Python); err != nil {
 			return err
 		}
-		rep.ServeRSS, err = serveRSS(ctx, sb, srv.Process.Pid, cfg.Saturation)
+		rep.ServeRSS, err = serveRSS(ctx, sb, s.cmd.Process.Pid, cfg.Saturation)
 		return err
 	}
 	return []*row{
-		{name: "serve-saturation", run: api, prep: refilled, settle: settle, saturate: true, cold: cold, report: measure},
-		{name: "serve", run: host, prep: refilled, settle: settle, close: func() { c.Close(); stop() }},
-	}, refilled, nil
+		{name: "serve-saturation", run: api, prep: s.refilled, settle: settle, saturate: true, cold: cold, report: measure},
+		{name: "serve", run: host, prep: s.refilled, settle: settle, close: func() { s.client.Close(); s.stop() }},
+	}, s.refilled, nil
+}
+
+// serveProcess is the psych serve the serve rows run through, and its
+// client.
+type serveProcess struct {
+	dir, sock string
+	cmd       *exec.Cmd
+	stderr    bytes.Buffer // read once exited is closed
+	exited    chan struct{}
+	client    *client.Client
+}
+
+// startServe starts psych serve on a socket in a temporary directory. The
+// caller stops it.
+func startServe(cfg Config) (*serveProcess, error) {
+	dir, err := os.MkdirTemp("", "psych-bench-serve-")
+	if err != nil {
+		return nil, err
+	}
+	s := &serveProcess{dir: dir, sock: filepath.Join(dir, "psych.sock"), exited: make(chan struct{})}
+	args := []string{"serve", "--listen", "unix://" + s.sock, "--python", cfg.Python,
+		"--pool", strconv.Itoa(servePool), "--max-runs", strconv.Itoa(cfg.Saturation)}
+	for _, m := range cfg.Preload {
+		args = append(args, "--preload", m)
+	}
+	s.cmd = exec.Command(cfg.CLI, args...)
+	s.cmd.Stderr = &s.stderr
+	if err := s.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start psych serve: %w", err)
+	}
+	go func() { s.cmd.Wait(); close(s.exited) }()
+	if s.client, err = client.New("unix://"+s.sock, client.Options{}); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// stop drains the server (SIGTERM), kills it after a minute, and removes
+// its directory.
+func (s *serveProcess) stop() {
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(time.Minute):
+		s.cmd.Process.Kill()
+		<-s.exited
+	}
+	os.RemoveAll(s.dir)
+}
+
+// refilled waits until the server is ready: the self-check ran and
+// /v1/info answers with every pooled sandbox ready.
+func (s *serveProcess) refilled(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute) // a preload's fills, on a loaded host
+	defer cancel()
+	for {
+		info, err := s.client.Info(ctx)
+		if err == nil && info.Pool.Size > 0 && info.Pool.Ready == info.Pool.Size {
+			return nil
+		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("psych serve exited: %s", bytes.TrimSpace(s.stderr.Bytes()))
+		case <-ctx.Done():
+			return fmt.Errorf("psych serve's pool not full: %v (%v)", ctx.Err(), err)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }
 
 // serveRounds is how many times each side of the client tool's round trip

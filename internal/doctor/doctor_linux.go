@@ -3,7 +3,6 @@
 package doctor
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -22,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/cgroups"
@@ -404,25 +404,18 @@ func controllers() (v1 []string, unified string) {
 			}
 		}
 	}
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup", "cgroup2"))
 	if err != nil {
 		return nil, ""
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(pf) < 5 || len(qf) < 3 {
-			continue
-		}
-		switch qf[0] {
+	for _, m := range mounts {
+		switch m.FSType {
 		case "cgroup2":
 			if unified == "" {
-				unified = pf[4]
+				unified = m.Mountpoint
 			}
 		case "cgroup":
-			for _, o := range strings.Split(qf[2], ",") {
+			for _, o := range strings.Split(m.VFSOptions, ",") {
 				if known[o] && !slices.Contains(v1, o) {
 					v1 = append(v1, o)
 				}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/psych-runtime/psych/cgroups"
 	"github.com/psych-runtime/psych/sandbox"
 )
 
@@ -120,5 +121,18 @@ func TestDoctorAttestationGaps(t *testing.T) {
 		if gaps := strings.Join(attestationGaps(r), "; "); !strings.Contains(gaps, tc.want) {
 			t.Errorf("%s: gaps %q, want %q", name, gaps, tc.want)
 		}
+	}
+}
+
+// TestDoctorControllers: where this host has the unified hierarchy, the
+// doctor finds where it is mounted (a directory with cgroup.controllers).
+func TestDoctorControllers(t *testing.T) {
+	layout, err := cgroups.DetectLayout()
+	if err != nil || layout != cgroups.LayoutUnified && layout != cgroups.LayoutHybrid {
+		t.Skipf("no unified cgroup hierarchy here (%v, %v)", layout, err)
+	}
+	_, unified := controllers()
+	if _, err := os.Stat(filepath.Join(unified, "cgroup.controllers")); unified == "" || err != nil {
+		t.Errorf("controllers() found the unified hierarchy at %q: %v", unified, err)
 	}
 }

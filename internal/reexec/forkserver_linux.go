@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/psych-runtime/psych/internal/eintr"
 	"github.com/psych-runtime/psych/nsexec"
 )
 
@@ -179,13 +180,7 @@ func (s *forkServer) requestLocked(files []*os.File, cgroupFD int) (int, int, er
 	}
 	rep := make([]byte, nsexec.ForkRepSize)
 	oob := make([]byte, unix.CmsgSpace(4))
-	var n, oobn int
-	for {
-		n, oobn, _, _, err = unix.Recvmsg(s.fd, rep, oob, unix.MSG_CMSG_CLOEXEC)
-		if err != unix.EINTR {
-			break
-		}
-	}
+	n, oobn, err := eintr.Recvmsg(s.fd, rep, oob, unix.MSG_CMSG_CLOEXEC)
 	pidfd := -1
 	if err == nil {
 		pidfd = firstFD(oob[:oobn])
@@ -227,15 +222,8 @@ func (s *forkServer) requestLocked(files []*os.File, cgroupFD int) (int, int, er
 func waitPidfd(pidfd int) error {
 	defer unix.Close(pidfd)
 	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED, nil)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return os.NewSyscallError("waitid", err)
-		}
-		break
+	if err := eintr.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED, nil); err != nil {
+		return err
 	}
 	if st := siginfoStatus(&info); !st.Exited() || st.ExitStatus() != 0 {
 		if st.Signaled() {

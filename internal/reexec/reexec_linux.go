@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/psych-runtime/psych/internal/eintr"
 	"github.com/psych-runtime/psych/nsexec"
 )
 
@@ -588,15 +589,8 @@ func (p *Process) reap() (syscall.WaitStatus, unix.Rusage, error) {
 		return 0, ru, nil
 	}
 	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED, &ru)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return 0, ru, os.NewSyscallError("waitid init", err)
-		}
-		break
+	if err := eintr.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED, &ru); err != nil {
+		return 0, ru, fmt.Errorf("wait for the init: %w", err)
 	}
 	return siginfoStatus(&info), ru, nil
 }

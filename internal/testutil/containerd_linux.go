@@ -1,17 +1,16 @@
 package testutil
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -107,18 +106,14 @@ func (d *Containerd) Import(t testing.TB, ns, archive string) {
 
 // unmountUnder detaches every mount at or below dir, deepest first.
 func unmountUnder(dir string) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
 	if err != nil {
 		return
 	}
 	var points []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) > 4 && (fields[4] == dir || strings.HasPrefix(fields[4], dir+"/")) {
-			points = append(points, fields[4])
-		}
+	for _, m := range mounts {
+		points = append(points, m.Mountpoint)
 	}
-	f.Close()
 	sort.Sort(sort.Reverse(sort.StringSlice(points)))
 	for _, p := range points {
 		unix.Unmount(p, unix.MNT_DETACH)

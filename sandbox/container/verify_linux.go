@@ -17,6 +17,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/psych-runtime/psych/internal/eintr"
 )
 
 // engineEnv are the variables an engine adds to a container's first
@@ -79,8 +81,8 @@ func seccompFilters(pid int) (count int, newest string, err error) {
 	// killed with its run.
 	var ws unix.WaitStatus
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		got, err := unix.Wait4(pid, &ws, unix.WALL|unix.WNOHANG, nil)
-		if err == unix.EINTR || (err == nil && got == 0 && time.Now().Before(end)) {
+		got, err := eintr.Value(func() (int, error) { return unix.Wait4(pid, &ws, unix.WALL|unix.WNOHANG, nil) })
+		if err == nil && got == 0 && time.Now().Before(end) {
 			continue
 		}
 		if err != nil || got == 0 {

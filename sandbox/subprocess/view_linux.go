@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/internal/reexec"
@@ -230,44 +231,24 @@ func below(p, dir string) string {
 }
 
 // hostMountPoints lists the mount points of this process's mount
-// namespace, sorted, so that a parent comes before what is below it.
+// namespace (moby/sys/mountinfo, once per New), sorted, so that a parent
+// comes before what is below it.
 func hostMountPoints() ([]string, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	infos, err := mountinfo.GetMounts(nil)
 	if err != nil {
 		return nil, fmt.Errorf("read the host's mounts: %w", err)
 	}
 	seen := map[string]bool{}
 	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		p := unescapeMountinfo(f[4])
-		if !seen[p] {
-			seen[p] = true
-			out = append(out, p)
+	for _, m := range infos {
+		if !seen[m.Mountpoint] {
+			seen[m.Mountpoint] = true
+			out = append(out, m.Mountpoint)
 		}
 	}
 	sort.Strings(out)
 	return out, nil
 }
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
-			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // overlayData is the options of a run's read-only overlay of lower (a
 // path in the new root, where the init resolves the relative layers):

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -85,5 +86,27 @@ func TestViewHandsInEachEtcFileOnce(t *testing.T) {
 				t.Errorf("%s is handed in, and again below or as %s", g.path, f.path)
 			}
 		}
+	}
+}
+
+// TestHostMountPoints: the view's list of the host's mount points has the
+// root and a mount whose path the kernel escapes (a space), unescaped, in
+// order.
+func TestHostMountPoints(t *testing.T) {
+	testutil.RequireRoot(t, "mounts a tmpfs")
+	dir := t.TempDir() + "/with space"
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(dir, unix.MNT_DETACH)
+	points, err := hostMountPoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(points, "/") || !slices.Contains(points, dir) || !slices.IsSorted(points) {
+		t.Errorf("host mount points %q: want / and %q, sorted", points, dir)
 	}
 }

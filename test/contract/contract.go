@@ -106,14 +106,39 @@ func Run(t *testing.T, b Backend) {
 		b.TimeScale = TimeScale()
 	}
 	s := &suite{b: b}
-	var cases []struct {
-		name string
-		fn   func(*testing.T)
+	for _, tc := range s.cases() {
+		if len(b.Cases) > 0 && !slices.Contains(b.Cases, tc.name) {
+			continue
+		}
+		if why, ok := b.Without[tc.name]; ok {
+			t.Run(tc.name, func(t *testing.T) { t.Skip(why) })
+			continue
+		}
+		t.Run(tc.name, tc.fn)
 	}
-	for _, tc := range []struct {
-		name string
-		fn   func(*testing.T)
-	}{
+	for _, tc := range s.isolationCases() {
+		if len(b.Cases) > 0 && !slices.Contains(b.Cases, tc.name) {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			if b.NoIsolation != "" {
+				t.Skip("this host cannot isolate: " + b.NoIsolation)
+			}
+			tc.fn(t)
+		})
+	}
+}
+
+// testCase is one case of the suite, a subtest of Run.
+type testCase = struct {
+	name string
+	fn   func(*testing.T)
+}
+
+// cases are the suite's cases but the isolation ones, in the order Run
+// runs them.
+func (s *suite) cases() []testCase {
+	cases := []testCase{
 		{"Values", s.values},
 		{"FailureTraceback", s.failureTraceback},
 		{"TracebackShowsSource", s.tracebackSource},
@@ -178,31 +203,8 @@ func Run(t *testing.T, b Backend) {
 		{"Pool", s.pool},
 		{"Preload", s.preload},
 		{"Host", s.host},
-	} {
-		cases = append(cases, tc)
 	}
-	cases = append(append(cases, s.filesCases()...), s.figuresCases()...)
-	for _, tc := range cases {
-		if len(b.Cases) > 0 && !slices.Contains(b.Cases, tc.name) {
-			continue
-		}
-		if why, ok := b.Without[tc.name]; ok {
-			t.Run(tc.name, func(t *testing.T) { t.Skip(why) })
-			continue
-		}
-		t.Run(tc.name, tc.fn)
-	}
-	for _, tc := range s.isolationCases() {
-		if len(b.Cases) > 0 && !slices.Contains(b.Cases, tc.name) {
-			continue
-		}
-		t.Run(tc.name, func(t *testing.T) {
-			if b.NoIsolation != "" {
-				t.Skip("this host cannot isolate: " + b.NoIsolation)
-			}
-			tc.fn(t)
-		})
-	}
+	return append(append(cases, s.filesCases()...), s.figuresCases()...)
 }
 
 type suite struct{ b Backend }

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/psych-runtime/psych/internal/eintr"
 )
 
 // WatchTmpfs opens each of TmpfsDirs as the process pid sees it (through
@@ -44,16 +46,10 @@ func WatchTmpfs(pid int) *TmpfsWatch {
 // tmpfsBlocks reads a tmpfs's size and free space, in blocks.
 func tmpfsBlocks(fd int) (blocks, free uint64, ok bool) {
 	var st unix.Statfs_t
-	for {
-		err := unix.Fstatfs(fd, &st)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return 0, 0, false
-		}
-		return st.Blocks, st.Bfree, true
+	if eintr.Fstatfs(fd, &st) != nil {
+		return 0, 0, false
 	}
+	return st.Blocks, st.Bfree, true
 }
 
 func closeFD(fd int) { unix.Close(fd) }

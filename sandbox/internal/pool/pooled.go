@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/cgroups"
+	"github.com/psych-runtime/psych/internal/eintr"
 	"github.com/psych-runtime/psych/internal/reexec"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/internal/attest"
@@ -77,9 +78,9 @@ func (r *pollReader) Read(b []byte) (int, error) {
 		if err != nil {
 			return 0, os.NewSyscallError("poll", err)
 		}
-		m, err := unix.Read(r.fd, b)
+		m, err := eintr.Value(func() (int, error) { return unix.Read(r.fd, b) })
 		switch {
-		case err == unix.EINTR || err == unix.EAGAIN:
+		case err == unix.EAGAIN:
 			continue
 		case err != nil:
 			return 0, os.NewSyscallError("read", err)

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/bootstrap"
+	"github.com/psych-runtime/psych/internal/eintr"
 )
 
 // fileID is a file's identity: a replaced or rewritten file changes it.
@@ -72,7 +73,7 @@ func idOf(st *unix.Stat_t) fileID {
 // cached under it (LoadBlob).
 func SelfID() (string, error) {
 	var st unix.Stat_t
-	if err := retry(func() error { return unix.Stat("/proc/self/exe", &st) }); err != nil {
+	if err := eintr.Retry(func() error { return unix.Stat("/proc/self/exe", &st) }); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrNoExecutable, os.NewSyscallError("stat /proc/self/exe", err))
 	}
 	id := idOf(&st)
@@ -87,7 +88,7 @@ func identify(abs string) (key, error) {
 	}
 	k := key{Path: abs, Real: real, Bootstrap: bootstrap.SourceHash()}
 	var st unix.Stat_t
-	if err := retry(func() error { return unix.Stat(real, &st) }); err != nil {
+	if err := eintr.Retry(func() error { return unix.Stat(real, &st) }); err != nil {
 		return key{}, fmt.Errorf("stat interpreter %s: %w", real, os.NewSyscallError("stat", err))
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
@@ -96,7 +97,7 @@ func identify(abs string) (key, error) {
 	k.File = idOf(&st)
 	for i, cfg := range []string{filepath.Join(filepath.Dir(abs), "pyvenv.cfg"), filepath.Join(filepath.Dir(filepath.Dir(abs)), "pyvenv.cfg")} {
 		var vs unix.Stat_t
-		if retry(func() error { return unix.Stat(cfg, &vs) }) == nil {
+		if eintr.Retry(func() error { return unix.Stat(cfg, &vs) }) == nil {
 			k.Venv[i] = idOf(&vs)
 		}
 	}
@@ -261,13 +262,4 @@ func writeEntry(dfd int, name string, k key, f Facts) error {
 		return fmt.Errorf("encode entry: %w", err)
 	}
 	return writeEnvelope(dfd, name, body, code)
-}
-
-// retry runs a raw syscall again while it is interrupted.
-func retry(call func() error) error {
-	for {
-		if err := call(); !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
 }

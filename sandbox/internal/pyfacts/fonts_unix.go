@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/psych-runtime/psych/internal/eintr"
 	"golang.org/x/sys/unix"
 )
 
@@ -171,7 +172,7 @@ func matplotlibDirs(prefixes []string) []string {
 // fileState is a path and its identity (lstat), or "absent".
 func fileState(p string) string {
 	var st unix.Stat_t
-	if err := retry(func() error { return unix.Lstat(p, &st) }); err != nil {
+	if err := eintr.Retry(func() error { return unix.Lstat(p, &st) }); err != nil {
 		return p + " absent"
 	}
 	id := idOf(&st)

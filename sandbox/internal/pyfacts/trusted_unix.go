@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/psych-runtime/psych/internal/eintr"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,14 +33,14 @@ func openDir(dir string) (fd int, untrusted bool, err error) {
 		return -1, false, fmt.Errorf("create cache directory parent: %w", err)
 	}
 	created := true
-	if err := retry(func() error { return unix.Mkdir(dir, 0o700) }); err != nil {
+	if err := eintr.Retry(func() error { return unix.Mkdir(dir, 0o700) }); err != nil {
 		if !errors.Is(err, unix.EEXIST) {
 			return -1, false, fmt.Errorf("create cache directory %s: %w", dir, os.NewSyscallError("mkdir", err))
 		}
 		created = false
 	}
 	opened := -1
-	err = retry(func() (err error) {
+	err = eintr.Retry(func() (err error) {
 		opened, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		return err
 	})
@@ -107,7 +108,7 @@ func entries(dfd int) ([]os.DirEntry, error) {
 // payload's bytes and the tail's.
 func readBody(dfd int, name string) (body, tail []byte, err error) {
 	var fd int
-	err = retry(func() (err error) {
+	err = eintr.Retry(func() (err error) {
 		fd, err = unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 		return err
 	})
@@ -214,7 +215,7 @@ func writeEnvelope(dfd int, name string, body, tail []byte) (retErr error) {
 	rand.Read(rnd[:])
 	tmp := name + ".tmp-" + hex.EncodeToString(rnd[:])
 	var fd int
-	err := retry(func() (err error) {
+	err := eintr.Retry(func() (err error) {
 		fd, err = unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_NOCTTY|unix.O_CLOEXEC, 0o600)
 		return err
 	})
@@ -244,10 +245,10 @@ func writeEnvelope(dfd int, name string, body, tail []byte) (retErr error) {
 	if err != nil {
 		return fmt.Errorf("close entry %s: %w", tmp, err)
 	}
-	if err := retry(func() error { return unix.Renameat(dfd, tmp, dfd, name) }); err != nil {
+	if err := eintr.Retry(func() error { return unix.Renameat(dfd, tmp, dfd, name) }); err != nil {
 		return fmt.Errorf("rename entry %s: %w", name, os.NewSyscallError("renameat", err))
 	}
-	if err := retry(func() error { return unix.Fsync(dfd) }); err != nil {
+	if err := eintr.Retry(func() error { return unix.Fsync(dfd) }); err != nil {
 		return fmt.Errorf("sync cache directory: %w", os.NewSyscallError("fsync", err))
 	}
 	return nil

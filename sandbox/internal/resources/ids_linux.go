@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/psych-runtime/psych/internal/eintr"
 	"github.com/psych-runtime/psych/sandbox"
 )
 
@@ -44,11 +45,11 @@ func (r IDs) Claim(ctx context.Context, span uint32) (uint32, func(), error) {
 		for i := uint32(0); i < slots; i++ {
 			base := r.UID + ((start+i)%slots)*span
 			lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: int64(base), Len: int64(span)}
-			err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk)
+			err := eintr.Retry(func() error { return unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk) })
 			if err == nil {
 				return base, func() { unix.Close(fd) }, nil
 			}
-			if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.EINTR) {
+			if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) {
 				unix.Close(fd)
 				return 0, nil, fmt.Errorf("%w: claim outside id %d: %w", sandbox.ErrHostFault, base, err)
 			}

@@ -83,8 +83,39 @@ type flags struct {
 	reqFiles []sandbox.File // --file's, read by program
 }
 
+// run parses the flags and runs the program where they say: a request of
+// --events, through a server (--host), or here (local).
 func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var f flags
+	fs := f.flagSet(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cli.ExitOK
+		}
+		return cli.ExitUsage
+	}
+	if f.host == "" {
+		f.host = os.Getenv("PSYCH_HOST")
+	}
+	if f.events {
+		return events(c, &f, fs, args, stdin, stdout, stderr)
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprint(stderr, "psych run: want exactly one FILE or - (stdin)\n")
+		return cli.ExitUsage
+	}
+	if f.host != "" {
+		return remote(&f, fs, stdin, stdout, stderr)
+	}
+	if f.tokenFile != "" {
+		fmt.Fprint(stderr, "psych run: --token-file is for a run through a server (--host or PSYCH_HOST)\n")
+		return cli.ExitUsage
+	}
+	return local(c, &f, fs.Arg(0), args, stdin, stdout, stderr)
+}
+
+// flagSet is psych run's flags, bound to f.
+func (f *flags) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("psych run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.BoolVar(&f.json, "json", false, "print the Result as one JSON object")
@@ -109,32 +140,12 @@ func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	fs.StringVar(&f.out, "out", "", "write the files the run created or changed in /work into DIR (made if missing; exec and setuid bits dropped)")
 	fs.BoolVar(&f.force, "force", false, "with --out: overwrite files already in DIR")
 	fs.StringVar(&f.tokenFile, "token-file", "", "with --host: the file holding the server's bearer token (default $PSYCH_TOKEN)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cli.ExitOK
-		}
-		return cli.ExitUsage
-	}
-	if f.host == "" {
-		f.host = os.Getenv("PSYCH_HOST")
-	}
-	if f.events {
-		return events(c, &f, fs, args, stdin, stdout, stderr)
-	}
-	if fs.NArg() != 1 {
-		fmt.Fprint(stderr, "psych run: want exactly one FILE or - (stdin)\n")
-		return cli.ExitUsage
-	}
-	if f.host == "" {
-		f.host = os.Getenv("PSYCH_HOST")
-	}
-	if f.host != "" {
-		return remote(&f, fs, stdin, stdout, stderr)
-	}
-	if f.tokenFile != "" {
-		fmt.Fprint(stderr, "psych run: --token-file is for a run through a server (--host or PSYCH_HOST)\n")
-		return cli.ExitUsage
-	}
+	return fs
+}
+
+// local runs the program here, on this build's sandbox, or hands the run
+// to psych-full where it needs what this build lacks.
+func local(c Config, f *flags, name string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	whole := append([]string{"run"}, args...)
 	if f.Container() && c.Container == nil {
 		return cli.HandOver(stderr, whole, "--backend container")
@@ -145,7 +156,7 @@ func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	if f.demoTools && c.Execute == nil {
 		return cli.HandOver(stderr, whole, "--demo-tools")
 	}
-	code, status := f.program(fs.Arg(0), stdin, stderr)
+	code, status := f.program(name, stdin, stderr)
 	if status != cli.ExitOK {
 		return status
 	}
@@ -174,6 +185,12 @@ func run(c Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "psych run: %v\n", err)
 		status = cli.ExitHostFault
 	}
+	return f.end(res, status, stdout, stderr)
+}
+
+// end writes the files the run left (--out) and prints its result, and
+// returns status, or ExitHostFault where either failed.
+func (f *flags) end(res *sandbox.Result, status int, stdout, stderr io.Writer) int {
 	if err := f.writeOut(res, stderr); err != nil {
 		status = cli.ExitHostFault
 	}

@@ -167,54 +167,124 @@ func command(args []string, stderr io.Writer) int {
 	return serve(&f, token, caps, stderr)
 }
 
+// serve runs the server by phase: its listeners, then what it serves
+// (build), then serving until a signal (wait) and the drain.
 func serve(f *flags, token string, caps sandbox.Limits, stderr io.Writer) int {
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	fail := func(status int, format string, args ...any) int {
-		fmt.Fprintf(stderr, "psych serve: "+format+"\n", args...)
-		return status
-	}
 	// The listeners first: a second server on a live socket stops here,
 	// before it makes a sandbox.
-	var listeners []*server.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
+	ls, err := listen(f, token)
+	defer ls.close()
+	if err != nil {
+		return fail(stderr, cli.ExitUsage, "%v", err)
+	}
+	srv, done, status := build(f, token, caps, stderr)
+	if srv == nil {
+		return status
+	}
+	defer done()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	status = wait(ctx, srv, ls.serve(srv), stderr)
+	stop()
+	dctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout+30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(dctx); err != nil {
+		fmt.Fprintf(stderr, "psych serve: %v\n", err)
+		status = cli.ExitHostFault
+	}
+	return status
+}
+
+// fail writes psych serve's message and returns status.
+func fail(stderr io.Writer, status int, format string, args ...any) int {
+	fmt.Fprintf(stderr, "psych serve: "+format+"\n", args...)
+	return status
+}
+
+// listeners are the server's: the API's, and the metrics' if asked for.
+type listeners struct {
+	api     []*server.Listener
+	metrics net.Listener
+}
+
+// listen opens every --listen address and --metrics-listen. On an error
+// the caller still closes what was opened.
+func listen(f *flags, token string) (*listeners, error) {
+	ls := &listeners{}
 	for _, addr := range f.listen {
 		l, err := server.Listen(addr, server.ListenOptions{TLSCert: f.tlsCert, TLSKey: f.tlsKey})
 		if err != nil {
 			if errors.Is(err, server.ErrSocketInUse) {
-				return fail(cli.ExitUsage, "%v (another psych serve is listening there)", err)
+				return ls, fmt.Errorf("%w (another psych serve is listening there)", err)
 			}
-			return fail(cli.ExitUsage, "--listen: %v", err)
+			return ls, fmt.Errorf("--listen: %w", err)
 		}
+		ls.api = append(ls.api, l)
 		if l.Kind != "unix" && token == "" {
-			l.Close()
-			return fail(cli.ExitUsage, "--listen %s: a tcp:// or tls:// listener needs --token-file (no exception for loopback)", addr)
+			return ls, fmt.Errorf("--listen %s: a tcp:// or tls:// listener needs --token-file (no exception for loopback)", addr)
 		}
-		listeners = append(listeners, l)
 	}
-	var metrics net.Listener
 	if f.metricsListen != "" {
 		var err error
-		if metrics, err = listenMetrics(f.metricsListen); err != nil {
-			return fail(cli.ExitUsage, "--metrics-listen: %v", err)
+		if ls.metrics, err = listenMetrics(f.metricsListen); err != nil {
+			return ls, fmt.Errorf("--metrics-listen: %w", err)
 		}
-		defer metrics.Close()
 	}
+	return ls, nil
+}
 
+// serve serves srv on every listener; each one's end is sent on the
+// channel. The API's listeners are the server's to close from here on
+// (Shutdown).
+func (ls *listeners) serve(srv *server.Server) <-chan error {
+	served := make(chan error, len(ls.api)+1)
+	for _, l := range ls.api {
+		go func() { served <- srv.Serve(l) }()
+	}
+	ls.api = nil
+	if ls.metrics != nil {
+		go func() { served <- srv.ServeMetrics(ls.metrics) }()
+	}
+	return served
+}
+
+func (ls *listeners) close() {
+	for _, l := range ls.api {
+		l.Close()
+	}
+	if ls.metrics != nil {
+		ls.metrics.Close()
+	}
+}
+
+// build makes what the server serves: the sandbox (the pool started and
+// its preload checked), the store, the runtime, and the server. On
+// success done closes them, in reverse order; on a failure build has
+// closed them, srv is nil and status is the exit code.
+func build(f *flags, token string, caps sandbox.Limits, stderr io.Writer) (srv *server.Server, done func(), status int) {
+	var undo []func()
+	cleanup := func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	defer func() {
+		if srv == nil {
+			cleanup()
+		}
+	}()
 	if f.pool > 0 {
 		f.Pool = &sandbox.PoolConfig{Size: f.pool, Caps: caps, Preload: f.modules}
 	}
 	sb, closeSandbox, err := f.SandboxFlags.New(full.Container)
 	if err != nil {
-		return cli.Report(stderr, "psych serve", err)
+		return nil, nil, cli.Report(stderr, "psych serve", err)
 	}
-	defer closeSandbox()
+	undo = append(undo, closeSandbox)
 	if len(f.modules) > 0 {
 		if err := checkPreload(sb, f.modules); err != nil {
-			return fail(cli.ExitUsage, "--preload: %v", err)
+			return nil, nil, fail(stderr, cli.ExitUsage, "--preload: %v", err)
 		}
 	}
 	cfg := psych.Config{Sandbox: sb}
@@ -222,26 +292,18 @@ func serve(f *flags, token string, caps sandbox.Limits, stderr io.Writer) int {
 	if f.store != "" {
 		st, err := full.OpenStore(f.store)
 		if err != nil {
-			return fail(cli.ExitUsage, "--store: %v", err)
+			return nil, nil, fail(stderr, cli.ExitUsage, "--store: %v", err)
 		}
-		defer st.Close()
+		undo = append(undo, func() { st.Close() })
 		cfg.Store, store = st, st
 	}
 	rt, err := psych.New(cfg)
 	if err != nil {
-		return cli.Report(stderr, "psych serve", err)
+		return nil, nil, cli.Report(stderr, "psych serve", err)
 	}
 	backend, engine, python := f.Describe()
-	var runDoctor func(context.Context) *api.Doctor
-	if f.doctor {
-		opts := doctor.Options{RequireCgroup: f.Requirements().Cgroup}
-		if !f.Container() {
-			opts.Python = python
-		}
-		runDoctor = func(ctx context.Context) *api.Doctor { return doctorReport(doctor.Run(ctx, opts)) }
-	}
-	srv, err := server.New(server.Config{
-		Doctor:  runDoctor,
+	srv, err = server.New(server.Config{
+		Doctor:  doctorFunc(f, python),
 		Runtime: rt, Sandbox: sb, Store: store,
 		Info:         api.Info{Backend: backend, Engine: engine, Interpreter: python, EnvAllowlist: f.EnvNames()},
 		Caps:         caps,
@@ -251,55 +313,55 @@ func serve(f *flags, token string, caps sandbox.Limits, stderr io.Writer) int {
 		QueueTimeout: f.queueTimeout, DrainTimeout: f.drainTimeout,
 		MaxRequestBytes: int64(f.maxRequest),
 		AllowUIDs:       f.allowUIDs, AllowGIDs: f.allowGIDs, Token: token,
-		Logger: log,
+		Logger: slog.New(slog.NewJSONHandler(stderr, nil)),
 	})
 	if err != nil {
-		return fail(cli.ExitUsage, "%v", err)
+		return nil, nil, fail(stderr, cli.ExitUsage, "%v", err)
 	}
+	return srv, cleanup, cli.ExitOK
+}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	served := make(chan error, len(listeners)+1)
-	for _, l := range listeners {
-		go func() { served <- srv.Serve(l) }()
+// doctorFunc is --doctor's check for the server to run before it is
+// ready, nil without the flag.
+func doctorFunc(f *flags, python string) func(context.Context) *api.Doctor {
+	if !f.doctor {
+		return nil
 	}
-	listeners = nil // Shutdown closes them
-	if metrics != nil {
-		go func() { served <- srv.ServeMetrics(metrics) }()
+	opts := doctor.Options{RequireCgroup: f.Requirements().Cgroup}
+	if !f.Container() {
+		opts.Python = python
 	}
-	status := cli.ExitOK
-	err = srv.Start(ctx)
+	return func(ctx context.Context) *api.Doctor { return doctorReport(doctor.Run(ctx, opts)) }
+}
+
+// wait starts srv and serves until ctx ends (a signal) or a listener
+// fails, and returns the exit status before the drain.
+func wait(ctx context.Context, srv *server.Server, served <-chan error, stderr io.Writer) int {
+	err := srv.Start(ctx)
 	switch {
 	case err != nil && errors.Is(err, server.ErrDoctor) && ctx.Err() == nil:
 		// Unready for good, but serving: the probes, /v1/info and the
 		// log say why, where an exit would only restart the same FAIL.
 		// It never served a run: exit 1 when it ends.
 		fmt.Fprintf(stderr, "psych serve: %v (serving unready until stopped)\n", err)
-		status = cli.ExitHostFault
 		select {
 		case <-ctx.Done():
 		case err := <-served:
 			fmt.Fprintf(stderr, "psych serve: %v\n", err)
 		}
+		return cli.ExitHostFault
 	case err != nil && ctx.Err() == nil:
 		fmt.Fprintf(stderr, "psych serve: %v\n", err)
-		status = cli.ExitHostFault
+		return cli.ExitHostFault
 	case ctx.Err() == nil:
 		select {
 		case <-ctx.Done():
 		case err := <-served:
 			fmt.Fprintf(stderr, "psych serve: %v\n", err)
-			status = cli.ExitHostFault
+			return cli.ExitHostFault
 		}
 	}
-	stop()
-	dctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout+30*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(dctx); err != nil {
-		fmt.Fprintf(stderr, "psych serve: %v\n", err)
-		status = cli.ExitHostFault
-	}
-	return status
+	return cli.ExitOK
 }
 
 // doctorReport is rep as GET /v1/info serves it.
