@@ -123,12 +123,22 @@ func TestCacheHitCLI(t *testing.T) {
 	h := newCacheHost(t)
 	h.want42(t, "first run (cold cache)", -1)
 	h.want42(t, "second run (warm cache)", 0)
-	// The interpreter's entry, and psych's own compiled seccomp filter.
+	// The interpreter's entry, psych's own compiled seccomp filter and,
+	// where the interpreter has matplotlib, its font list (built once, on
+	// the first run: the second started nothing).
 	entries, err := os.ReadDir(filepath.Join(h.xdg, "psych"))
-	if err != nil || len(entries) != 2 || !slices.ContainsFunc(entries, func(e os.DirEntry) bool {
-		return strings.HasPrefix(e.Name(), "blob-seccomp-confined-") && strings.HasSuffix(e.Name(), ".json")
-	}) {
-		t.Fatalf("cache %s: %v, %v", filepath.Join(h.xdg, "psych"), entries, err)
+	has := func(prefix string) bool {
+		return slices.ContainsFunc(entries, func(e os.DirEntry) bool {
+			return strings.HasPrefix(e.Name(), prefix) && strings.HasSuffix(e.Name(), ".json")
+		})
+	}
+	want := 2
+	mpl := exec.Command(testPython(), "-I", "-c", "import matplotlib").Run() == nil
+	if mpl {
+		want++
+	}
+	if err != nil || len(entries) != want || !has("blob-seccomp-confined-") || mpl != has("blob-matplotlib-fonts-") {
+		t.Fatalf("cache %s (matplotlib %v): %v, %v", filepath.Join(h.xdg, "psych"), mpl, entries, err)
 	}
 
 	// The assumption the count rests on: the in-sandbox start cannot write
