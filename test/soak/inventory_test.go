@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -65,6 +66,9 @@ func TestLeftoversSeen(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		// Until the child has exec'd, its cmdline is this test's: wait for
+		// the exec, not for the inventory.
+		testutil.WaitFor(t, 5*time.Second, "a process with the marker in its "+how, func() bool { return len(processesWith(marker)) > 0 })
 		want("a process with the marker in its "+how, processesWith(marker), "process ")
 		cmd.Process.Kill()
 		cmd.Wait()
