@@ -2,7 +2,6 @@ package bootstrap_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,19 +12,12 @@ import (
 	"github.com/psych-runtime/psych/internal/testutil"
 )
 
-// requireMatplotlib ends the test where the interpreter has no matplotlib.
-// Debian's has it in CI (scripts/deps.sh installs python3-matplotlib);
-// pyenv's, which make test also runs these tests on, cannot (no package
-// downloads here): they skip, since the race pass ran them on Debian's.
+// requireMatplotlib ends the test where the interpreter has no matplotlib
+// (testutil.RequireMatplotlib): pyenv's skip, since the race pass ran these
+// tests on Debian's.
 func requireMatplotlib(t *testing.T) {
 	t.Helper()
-	py := python(t)
-	if err := exec.Command(py, "-c", "import matplotlib").Run(); err != nil {
-		if !strings.HasPrefix(py, "/usr/bin/") {
-			t.Skipf("%s has no matplotlib (only Debian's interpreter gets it): %v", py, err)
-		}
-		testutil.Unavailable(t, "the interpreter has no matplotlib: %v", err)
-	}
+	testutil.RequireMatplotlib(t, python(t))
 }
 
 func figureNames(t *testing.T, dir string) []string {

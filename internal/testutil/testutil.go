@@ -10,7 +10,9 @@ package testutil
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -141,4 +143,19 @@ func Unavailable(t testing.TB, format string, args ...any) {
 		t.Fatalf("CI's machine has this, so it may not be missing: "+format, args...)
 	}
 	t.Skipf(format, args...)
+}
+
+// RequireMatplotlib ends the test where the interpreter py cannot import
+// matplotlib. Debian's has it in CI (scripts/deps.sh installs
+// python3-matplotlib), so there it fails (Unavailable); pyenv's builds,
+// which make test also runs some tests on, cannot have it (no package
+// downloads here) and skip, saying so.
+func RequireMatplotlib(t testing.TB, py string) {
+	t.Helper()
+	if err := exec.Command(py, "-c", "import matplotlib").Run(); err != nil {
+		if !strings.HasPrefix(py, "/usr/bin/") {
+			t.Skipf("%s has no matplotlib (only Debian's interpreter gets it): %v", py, err)
+		}
+		Unavailable(t, "the interpreter has no matplotlib: %v", err)
+	}
 }

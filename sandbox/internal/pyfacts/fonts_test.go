@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,12 +22,7 @@ import (
 func matplotlibPython(t *testing.T) (string, []string) {
 	t.Helper()
 	py := testPython(t)
-	if err := exec.Command(py, "-c", "import matplotlib").Run(); err != nil {
-		if !strings.HasPrefix(py, "/usr/bin/") {
-			t.Skipf("%s has no matplotlib (only Debian's interpreter gets it): %v", py, err)
-		}
-		testutil.Unavailable(t, "the interpreter has no matplotlib: %v", err)
-	}
+	testutil.RequireMatplotlib(t, py)
 	f, _, err := Load(py, Options{Dir: NoCache})
 	if err != nil {
 		t.Fatal(err)
