@@ -110,6 +110,13 @@ func newTestServer(t testing.TB, o serverOpts) *testServer {
 	}
 	ts.c = unixClient(ts.sock)
 	t.Cleanup(ts.c.CloseIdleConnections)
+	// Wait until Serve serves: a test that shuts down at once would
+	// otherwise race the goroutine and see Serve refuse with ErrClosed.
+	if resp, err := ts.c.Get("http://psych/healthz"); err != nil {
+		t.Fatalf("the test server does not answer: %v", err)
+	} else {
+		resp.Body.Close()
+	}
 	return ts
 }
 
