@@ -63,7 +63,7 @@ func makeRows(cfg Config) (rows []*row, full sandbox.Sandbox, notes []string, er
 		err = cerr
 	}
 	rows = append(rows, &row{name: "bootstrap", run: func(context.Context) (*sandbox.Isolation, error) {
-		return nil, bare(python, launcher.FileArgs(codePath, 3))
+		return nil, bare(python, launcher.FileArgs(codePath, bareWireFD))
 	}, close: func() { os.Remove(codePath) }})
 	if err != nil {
 		return rows, nil, nil, err
@@ -242,6 +242,9 @@ func runner(sb sandbox.Sandbox, program string, set layers.Set) func(context.Con
 		return res.Isolation, nil
 	}
 }
+
+// bareWireFD is the wire's fd in bare's child: its ExtraFiles[0].
+const bareWireFD = 3
 
 // bare runs the bootstrap with no sandbox at all: the interpreter as this
 // process's child, its wire a socketpair, the start frame and the result.
