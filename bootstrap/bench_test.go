@@ -3,9 +3,7 @@ package bootstrap_test
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -104,12 +102,9 @@ func coldRun(b *testing.B, py string, args []string) {
 	dec := wire.NewDecoder(bufio.NewReader(hostEnd), 0)
 	var res *wire.Result
 	for {
-		m, err := dec.Next()
-		if errors.Is(err, io.EOF) {
+		m, ok := nextFrame(b, dec)
+		if !ok {
 			break
-		}
-		if err != nil {
-			b.Fatal(err)
 		}
 		if r, ok := m.(*wire.Result); ok { // the exit frame follows it
 			res = r
@@ -155,12 +150,9 @@ func bindingLoop(b *testing.B, py string, args []string) {
 	b.StopTimer()
 	calls := 0
 	for {
-		m, err := dec.Next()
-		if errors.Is(err, io.EOF) {
+		m, ok := nextFrame(b, dec)
+		if !ok {
 			break
-		}
-		if err != nil {
-			b.Fatal(err)
 		}
 		switch m := m.(type) {
 		case *wire.Call:

@@ -901,23 +901,23 @@ def json_key(k):
 
 
 def safe_repr(v):
-    try:
-        r = repr(v)
-        if isinstance(r, str):
-            return str.__str__(r)
-    except BaseException:
-        pass
-    return "<unrepresentable %s>" % type_name(type(v))
+    return safe_text(repr, v, "unrepresentable")
 
 
 def safe_str(v):
+    return safe_text(str, v, "unprintable")
+
+
+def safe_text(conv, v, failed):
+    """conv(v) as a plain str, or "<failed TYPE>" where conv raises or
+    returns anything but a str."""
     try:
-        r = str(v)
+        r = conv(v)
         if isinstance(r, str):
             return str.__str__(r)
     except BaseException:
         pass
-    return "<unprintable %s>" % type_name(type(v))
+    return "<%s %s>" % (failed, type_name(type(v)))
 
 
 def type_name(t):

@@ -131,12 +131,9 @@ func converse(t *testing.T, rw io.ReadWriter, p program) *outcome {
 	}
 	o := &outcome{}
 	for {
-		m, err := dec.Next()
-		if errors.Is(err, io.EOF) {
+		m, ok := nextFrame(t, dec)
+		if !ok {
 			return o
-		}
-		if err != nil {
-			t.Fatalf("read frame: %v", err)
 		}
 		switch m := m.(type) {
 		case *wire.Call:
@@ -164,6 +161,20 @@ func converse(t *testing.T, rw io.ReadWriter, p program) *outcome {
 			t.Fatalf("unexpected frame %T", m)
 		}
 	}
+}
+
+// nextFrame reads the next frame, false at the channel's end; anything else
+// that is not a frame fails tb.
+func nextFrame(tb testing.TB, dec *wire.Decoder) (any, bool) {
+	tb.Helper()
+	m, err := dec.Next()
+	if errors.Is(err, io.EOF) {
+		return nil, false
+	}
+	if err != nil {
+		tb.Fatalf("read frame: %v", err)
+	}
+	return m, true
 }
 
 // launcher is the precompiled bootstrap, as the backends run it.
@@ -583,6 +594,19 @@ func TestBindingHostError(t *testing.T) {
 	want := "Traceback (most recent call last):\n  File \"<program>\", line 2, in <module>\n    echo(1)\nBindingError: nope\n"
 	if dropCarets(f.Traceback) != want {
 		t.Errorf("traceback:\n%s\nwant:\n%s", f.Traceback, want)
+	}
+}
+
+// TestUnprintableFailure: an exception whose message cannot be had (its
+// __str__ raises, or returns no str) fails the run with a stand-in message.
+func TestUnprintableFailure(t *testing.T) {
+	for name, str := range map[string]string{"raises": "raise ValueError", "not a str": "return 1"} {
+		t.Run(name, func(t *testing.T) {
+			f := mustFail(t, program{code: "class E(Exception):\n    def __str__(self):\n        " + str + "\nraise E()"}, "E", 1)
+			if f.Message != "<unprintable E>" {
+				t.Errorf("message %q", f.Message)
+			}
+		})
 	}
 }
 
@@ -1112,12 +1136,9 @@ func rawReplies(t *testing.T, code string, shut bool, replies ...func(id uint64)
 	dec := wire.NewDecoder(hostEnd, 0)
 	o := &outcome{}
 	for {
-		m, err := dec.Next()
-		if errors.Is(err, io.EOF) {
+		m, ok := nextFrame(t, dec)
+		if !ok {
 			break
-		}
-		if err != nil {
-			t.Fatalf("read frame: %v", err)
 		}
 		switch m := m.(type) {
 		case *wire.Call:

@@ -23,6 +23,9 @@ export PATH=$PATH:/usr/sbin:/sbin
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 . scripts/lib/debian.sh
+LOG_NAME=image
+. scripts/lib/log.sh
+. scripts/lib/image.sh
 
 GO=${GO:-go}
 IMAGE_REF=${IMAGE_REF:-localhost/psych-python:3.11}
@@ -35,20 +38,14 @@ PODMAN_ROOT=${PODMAN_ROOT:-/var/lib/psych/podman/root}
 PODMAN_RUNROOT=${PODMAN_RUNROOT:-/run/psych/podman}
 DOCKER_HOST=${DOCKER_HOST:-unix:///var/run/docker.sock}
 
-t0=$(date +%s)
-log() { echo "image: [$(($(date +%s) - t0))s] $*" >&2; }
-die() {
-	log "FAIL: $*"
-	exit 1
-}
-[ "$(id -u)" = 0 ] || die "needs root (debootstrap, and the engines' sockets)"
+need_root "debootstrap, and the engines' sockets"
 
 # --- the archive ----------------------------------------------------------------
 mirror=${PSYCH_IMAGE_MIRROR:-$(host_mirror "$SUITE" | head -n 1)}
 mirror=${mirror:-http://deb.debian.org/debian}
 recipe=$( {
 	echo "ref=$IMAGE_REF suite=$SUITE packages=$PACKAGES"
-	cat scripts/image.sh internal/ociarchive/ociarchive.go internal/cmd/mkimage/main.go
+	cat scripts/image.sh scripts/lib/image.sh internal/ociarchive/ociarchive.go internal/cmd/mkimage/main.go
 } | sha256sum | cut -c1-16)
 dir=$CACHE/$recipe
 archive=$dir/image.tar
@@ -86,18 +83,10 @@ if [ ! -s "$archive" ] || [ ! -s "$dir/digest" ]; then
 	ls "$fonts"/fontlist-v*.json >/dev/null 2>&1 || die "matplotlib wrote no font list"
 	chmod 0755 "$root/.psych" "$fonts" && chmod 0644 "$fonts"/fontlist-v*.json
 	log "writing the image archive"
-	"$GO" run ./internal/cmd/mkimage -root "$root" -ref "$IMAGE_REF" \
-		-label io.psych.python=/usr/bin/python3 \
-		-env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-		-cmd /usr/bin/python3 -empty dev -empty proc -empty sys -empty tmp -empty run \
-		-o "$archive.new" >"$dir/digest.new" || die "mkimage failed"
+	write_image "$dir" "$root" "$IMAGE_REF" /usr/bin/python3
 	rm -rf --one-file-system "$root"
-	mv "$archive.new" "$archive"
-	mv "$dir/digest.new" "$dir/digest"
 	# Older recipes' archives are not wanted any more.
-	for old in "$CACHE"/*/; do
-		[ "${old%/}" = "$dir" ] || rm -rf --one-file-system "${old%/}"
-	done
+	keep_image "$CACHE" "$dir"
 fi
 digest=$(cat "$dir/digest")
 log "archive $archive ($(du -h "$archive" | cut -f1)), manifest $digest"
@@ -105,14 +94,8 @@ flock -u 9
 
 # --- the engines ------------------------------------------------------------------
 imported=0
-if [ -S "$CONTAINERD_ADDRESS" ] && ctr -a "$CONTAINERD_ADDRESS" version >/dev/null 2>&1; then
-	have=$(ctr -a "$CONTAINERD_ADDRESS" -n "$CONTAINERD_NAMESPACE" images ls 2>/dev/null | awk -v r="$IMAGE_REF" '$1 == r {print $3}')
-	if [ "$have" = "$digest" ]; then
-		log "containerd: $IMAGE_REF is there"
-	else
-		log "containerd: ctr -n $CONTAINERD_NAMESPACE images import"
-		ctr -a "$CONTAINERD_ADDRESS" -n "$CONTAINERD_NAMESPACE" images import "$archive" >/dev/null || die "ctr images import failed"
-	fi
+if ctr_reachable "$CONTAINERD_ADDRESS"; then
+	ctr_import containerd "$CONTAINERD_ADDRESS" "$CONTAINERD_NAMESPACE" "$IMAGE_REF" "$archive" "$digest"
 	imported=$((imported + 1))
 else
 	log "containerd: not reachable at $CONTAINERD_ADDRESS; skipped"

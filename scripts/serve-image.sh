@@ -15,6 +15,9 @@ set -euo pipefail
 export PATH=$PATH:/usr/sbin:/sbin
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
+LOG_NAME=serve-image
+. scripts/lib/log.sh
+. scripts/lib/image.sh
 
 GO=${GO:-go}
 SERVE_IMAGE_REF=${SERVE_IMAGE_REF:-localhost/psych-serve:dev}
@@ -23,13 +26,7 @@ RUNS_CACHE=${PSYCH_IMAGE_CACHE:-/var/cache/psych/image}
 CACHE=${PSYCH_SERVE_IMAGE_CACHE:-/var/cache/psych/serve-image}
 CONTAINERD_ADDRESS=${CONTAINERD_ADDRESS:-/run/psych-k8s/containerd/containerd.sock}
 
-t0=$(date +%s)
-log() { echo "serve-image: [$(($(date +%s) - t0))s] $*" >&2; }
-die() {
-	log "FAIL: $*"
-	exit 1
-}
-[ "$(id -u)" = 0 ] || die "needs root"
+need_root
 
 # The runs' image: its archive's one layer is the root this image builds on.
 base=$(ls -d "$RUNS_CACHE"/*/image.tar 2>/dev/null | head -n 1 || true)
@@ -47,7 +44,7 @@ recipe=$( {
 	echo "ref=$SERVE_IMAGE_REF"
 	echo "$base $(stat -c '%s %Y' "$base")"
 	"$GO" version
-	cat go.mod go.sum scripts/serve-image.sh
+	cat go.mod go.sum scripts/serve-image.sh scripts/lib/image.sh
 	find . -name '*.go' ! -name '*_test.go' -print0 | sort -z | xargs -0 sha256sum
 } | sha256sum | cut -c1-16)
 dir=$CACHE/$recipe
@@ -71,30 +68,16 @@ if [ ! -s "$archive" ] || [ ! -s "$dir/digest" ]; then
 	install -m 0755 "$work/bin/psych" "$work/bin/psych-full" "$root/usr/local/bin/"
 	mkdir -p "$dir"
 	log "writing the image archive"
-	"$GO" run ./internal/cmd/mkimage -root "$root" -ref "$SERVE_IMAGE_REF" \
-		-label io.psych.python=/usr/bin/python3 \
-		-env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-		-cmd /usr/local/bin/psych -cmd serve -empty dev -empty proc -empty sys -empty tmp -empty run \
-		-o "$archive.new" >"$dir/digest.new" || die "mkimage failed"
-	mv "$archive.new" "$archive"
-	mv "$dir/digest.new" "$dir/digest"
-	for old in "$CACHE"/*/; do
-		[ "${old%/}" = "$dir" ] || rm -rf --one-file-system "${old%/}"
-	done
+	write_image "$dir" "$root" "$SERVE_IMAGE_REF" /usr/local/bin/psych serve
+	keep_image "$CACHE" "$dir"
 fi
 digest=$(cat "$dir/digest")
 flock -u 9
 log "archive $archive ($(du -h "$archive" | cut -f1)), manifest $digest"
 echo "$archive" >"$CACHE/latest"
 
-if [ -S "$CONTAINERD_ADDRESS" ] && ctr -a "$CONTAINERD_ADDRESS" version >/dev/null 2>&1; then
-	have=$(ctr -a "$CONTAINERD_ADDRESS" -n "$SERVE_IMAGE_NAMESPACE" images ls 2>/dev/null | awk -v r="$SERVE_IMAGE_REF" '$1 == r {print $3}')
-	if [ "$have" = "$digest" ]; then
-		log "containerd ($CONTAINERD_ADDRESS): $SERVE_IMAGE_REF is there"
-	else
-		log "containerd ($CONTAINERD_ADDRESS): ctr -n $SERVE_IMAGE_NAMESPACE images import"
-		ctr -a "$CONTAINERD_ADDRESS" -n "$SERVE_IMAGE_NAMESPACE" images import "$archive" >/dev/null || die "ctr images import failed"
-	fi
+if ctr_reachable "$CONTAINERD_ADDRESS"; then
+	ctr_import "containerd ($CONTAINERD_ADDRESS)" "$CONTAINERD_ADDRESS" "$SERVE_IMAGE_NAMESPACE" "$SERVE_IMAGE_REF" "$archive" "$digest"
 else
 	log "containerd: not reachable at $CONTAINERD_ADDRESS; the archive is built, not imported"
 fi

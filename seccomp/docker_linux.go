@@ -79,26 +79,17 @@ func dockerApplies(s *moby.Syscall) bool {
 	return true
 }
 
+// dockerCond is a Docker rule's argument comparison as a Cond; false for an
+// operator psych does not know.
 func dockerCond(a specs.LinuxSeccompArg) (Cond, bool) {
-	c := Cond{Arg: a.Index, Value: a.Value}
-	switch a.Op {
-	case specs.OpEqualTo:
-		c.Op = OpEqual
-	case specs.OpNotEqual:
-		c.Op = OpNotEqual
-	case specs.OpLessThan:
-		c.Op = OpLess
-	case specs.OpLessEqual:
-		c.Op = OpLessOrEqual
-	case specs.OpGreaterThan:
-		c.Op = OpGreater
-	case specs.OpGreaterEqual:
-		c.Op = OpGreaterOrEqual
-	case specs.OpMaskedEqual:
-		// runtime-spec: Value is the mask, ValueTwo the expected result.
-		c.Op, c.Mask, c.Value = OpMaskedEqual, a.Value, a.ValueTwo
-	default:
+	i := slices.Index(ociOps[:], a.Op)
+	if i < int(OpEqual) { // unknown, or empty
 		return Cond{}, false
+	}
+	c := Cond{Arg: a.Index, Op: Op(i), Value: a.Value}
+	if c.Op == OpMaskedEqual {
+		// runtime-spec: Value is the mask, ValueTwo the expected result.
+		c.Mask, c.Value = a.Value, a.ValueTwo
 	}
 	return c, true
 }

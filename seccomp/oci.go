@@ -53,25 +53,28 @@ func (p *Policy) OCI() (*specs.LinuxSeccomp, error) {
 	return s, nil
 }
 
+// ociOps is each Op's name in the runtime spec, indexed by Op: the one
+// table both directions read (ociArg, dockerCond). Index 0, no Op, is empty.
+var ociOps = [...]specs.LinuxSeccompOperator{
+	OpEqual:          specs.OpEqualTo,
+	OpNotEqual:       specs.OpNotEqual,
+	OpLess:           specs.OpLessThan,
+	OpLessOrEqual:    specs.OpLessEqual,
+	OpGreater:        specs.OpGreaterThan,
+	OpGreaterOrEqual: specs.OpGreaterEqual,
+	OpMaskedEqual:    specs.OpMaskedEqual,
+}
+
 // ociArg is a Cond as OCI writes it; for a masked comparison Value is the
-// mask and ValueTwo the value, as libseccomp takes them.
+// mask and ValueTwo the value, as libseccomp takes them. An unknown Op is
+// left empty.
 func ociArg(c Cond) specs.LinuxSeccompArg {
 	a := specs.LinuxSeccompArg{Index: c.Arg, Value: c.Value}
-	switch c.Op {
-	case OpEqual:
-		a.Op = specs.OpEqualTo
-	case OpNotEqual:
-		a.Op = specs.OpNotEqual
-	case OpLess:
-		a.Op = specs.OpLessThan
-	case OpLessOrEqual:
-		a.Op = specs.OpLessEqual
-	case OpGreater:
-		a.Op = specs.OpGreaterThan
-	case OpGreaterOrEqual:
-		a.Op = specs.OpGreaterEqual
-	case OpMaskedEqual:
-		a.Op, a.Value, a.ValueTwo = specs.OpMaskedEqual, c.Mask, c.Value
+	if int(c.Op) < len(ociOps) {
+		a.Op = ociOps[c.Op]
+	}
+	if c.Op == OpMaskedEqual {
+		a.Value, a.ValueTwo = c.Mask, c.Value
 	}
 	return a
 }

@@ -48,6 +48,21 @@ func fromOCI(t *testing.T, s *specs.LinuxSeccomp) *Policy {
 	return p
 }
 
+// renderedFilter compiles p as an engine loads it: rendered (OCI) and read
+// back (fromOCI).
+func renderedFilter(t *testing.T, p *Policy) *Filter {
+	t.Helper()
+	s, err := p.OCI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := fromOCI(t, s).Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // TestOCIRuleByRule compares the rendered profile with the policy: the same
 // default, one errno rule per override with its errno, one allow rule per
 // allow rule with the same names and conditions, and nothing else.
@@ -87,14 +102,7 @@ func TestOCIRuleByRule(t *testing.T) {
 // only be more permissive, never stricter.
 func TestOCIDeniesTheSame(t *testing.T) {
 	p := Default()
-	s, err := p.OCI()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rendered, err := fromOCI(t, s).Compile()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rendered := renderedFilter(t, p)
 	own := mustDefaultFilter(t)
 	denyArgs := map[string]bool{}
 	for _, r := range p.Deny {
@@ -143,4 +151,41 @@ func TestOCIDeniesTheSame(t *testing.T) {
 		t.Fatalf("checked %d calls", checked)
 	}
 	t.Logf("%d calls compared", checked)
+}
+
+// TestOCIEveryOp: each comparison renders as the runtime spec names it
+// (read back by fromOCI's own table), Docker's form of it reads back as the
+// same Cond, and an operator psych does not know is refused.
+func TestOCIEveryOp(t *testing.T) {
+	p := Default()
+	p.Allow = nil
+	for op := OpEqual; op <= OpMaskedEqual; op++ {
+		c := Cond{Arg: 1, Op: op, Value: 3}
+		if op == OpMaskedEqual {
+			c.Mask = 0xff
+		}
+		p.Allow = append(p.Allow, Rule{Names: []string{"fcntl"}, Conds: []Cond{c}})
+	}
+	s, err := p.OCI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := fromOCI(t, s)
+	if len(back.Allow) != len(p.Allow) {
+		t.Fatalf("%d allow rules, want %d", len(back.Allow), len(p.Allow))
+	}
+	for i, r := range p.Allow {
+		c := r.Conds[0]
+		if got := back.Allow[i].Conds; !slices.Equal(got, r.Conds) {
+			t.Errorf("%s: rendered %+v, want %+v", c.Op, got, r.Conds)
+		}
+		if got, ok := dockerCond(ociArg(c)); !ok || got != c {
+			t.Errorf("%s: Docker's form reads back as %+v, %v", c.Op, got, ok)
+		}
+	}
+	for _, op := range []specs.LinuxSeccompOperator{"", "SCMP_CMP_UNKNOWN"} {
+		if c, ok := dockerCond(specs.LinuxSeccompArg{Op: op}); ok {
+			t.Errorf("operator %q read as %+v", op, c)
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package ociarchive
 
 import (
-	"archive/tar"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 func TestDerive(t *testing.T) {
@@ -42,34 +40,15 @@ func TestDerive(t *testing.T) {
 	must(err)
 	must(f.Close())
 
-	files := map[string][]byte{}
-	must(eachEntry(out, func(h *tar.Header, r io.Reader) error {
-		b, err := io.ReadAll(r)
-		files[h.Name] = b
-		return err
-	}))
-	blob := func(d digest.Digest) []byte {
-		t.Helper()
-		b, ok := files[blobPath(d)]
-		if !ok || digest.FromBytes(b) != d {
-			t.Fatalf("blob %s missing or wrong", d)
-		}
-		return b
-	}
-	var index v1.Index
-	must(json.Unmarshal(files["index.json"], &index))
-	if len(index.Manifests) != 1 || index.Manifests[0].Digest != img.Manifest || index.Manifests[0].Annotations["io.containerd.image.name"] != "localhost/derived:1" {
-		t.Fatalf("index %s", files["index.json"])
-	}
-	var man v1.Manifest
-	must(json.Unmarshal(blob(img.Manifest), &man))
+	files := readArchive(t, out)
+	man := files.manifest(t, img.Manifest, "localhost/derived:1")
 	if len(man.Layers) != 2 || man.Layers[0].Digest != bimg.Layer || man.Layers[1].Digest != img.Layer {
 		t.Fatalf("layers %+v, want the base's then the new one", man.Layers)
 	}
-	blob(bimg.Layer)
-	blob(img.Layer)
+	files.blob(t, bimg.Layer)
+	files.blob(t, img.Layer)
 	var cfg derivedImage
-	must(json.Unmarshal(blob(man.Config.Digest), &cfg))
+	must(json.Unmarshal(files.blob(t, man.Config.Digest), &cfg))
 	c := cfg.Config
 	if !slices.Equal(c.Env, []string{"PATH=/usr/bin", "A=2", "LD_PRELOAD=/y.so"}) || c.Labels["io.psych.python"] != "/usr/bin/python3" {
 		t.Errorf("env %q labels %v", c.Env, c.Labels)
@@ -101,12 +80,7 @@ func TestDerive(t *testing.T) {
 	if timg != img {
 		t.Errorf("thin image %+v, want the whole one's %+v", timg, img)
 	}
-	thinFiles := map[string][]byte{}
-	must(eachEntry(thin, func(h *tar.Header, r io.Reader) error {
-		b, err := io.ReadAll(r)
-		thinFiles[h.Name] = b
-		return err
-	}))
+	thinFiles := readArchive(t, thin)
 	for name, b := range files {
 		if _, ok := thinFiles[name]; !ok && name != blobPath(bimg.Layer) {
 			t.Errorf("the thin archive lacks %s", name)

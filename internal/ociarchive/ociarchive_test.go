@@ -32,39 +32,18 @@ func TestWrite(t *testing.T) {
 	must(os.MkdirAll(filepath.Join(root, "dev/pts"), 0o755))
 	must(os.WriteFile(filepath.Join(root, "dev/stray"), []byte("x"), 0o644))
 
-	var buf bytes.Buffer
-	img, err := Write(&buf, root, t.TempDir(), Options{Ref: "localhost/test:1", Labels: map[string]string{"io.psych.python": "/usr/bin/python3"}, Empty: []string{"dev"}})
+	out := filepath.Join(t.TempDir(), "image.tar")
+	f, err := os.Create(out)
+	must(err)
+	img, err := Write(f, root, t.TempDir(), Options{Ref: "localhost/test:1", Labels: map[string]string{"io.psych.python": "/usr/bin/python3"}, Empty: []string{"dev"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := map[string][]byte{}
-	tr := tar.NewReader(&buf)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		must(err)
-		b, _ := io.ReadAll(tr)
-		files[h.Name] = b
-	}
-	blob := func(d digest.Digest) []byte {
-		t.Helper()
-		b, ok := files[blobPath(d)]
-		if !ok || digest.FromBytes(b) != d {
-			t.Fatalf("blob %s missing or wrong", d)
-		}
-		return b
-	}
-	var index v1.Index
-	must(json.Unmarshal(files["index.json"], &index))
-	if len(index.Manifests) != 1 || index.Manifests[0].Digest != img.Manifest || index.Manifests[0].Annotations["io.containerd.image.name"] != "localhost/test:1" {
-		t.Fatalf("index %s", files["index.json"])
-	}
-	var man v1.Manifest
-	must(json.Unmarshal(blob(img.Manifest), &man))
+	must(f.Close())
+	files := readArchive(t, out)
+	man := files.manifest(t, img.Manifest, "localhost/test:1")
 	var cfg v1.Image
-	must(json.Unmarshal(blob(man.Config.Digest), &cfg))
+	must(json.Unmarshal(files.blob(t, man.Config.Digest), &cfg))
 	if cfg.Config.Labels["io.psych.python"] != "/usr/bin/python3" || cfg.OS != "linux" {
 		t.Errorf("config %+v", cfg)
 	}
@@ -76,7 +55,7 @@ func TestWrite(t *testing.T) {
 	if len(docker) != 1 || files[docker[0].Config] == nil || files[docker[0].Layers[0]] == nil {
 		t.Fatalf("docker manifest %s names missing blobs", files["manifest.json"])
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(blob(man.Layers[0].Digest)))
+	zr, err := gzip.NewReader(bytes.NewReader(files.blob(t, man.Layers[0].Digest)))
 	must(err)
 	raw, err := io.ReadAll(zr)
 	must(err)
@@ -112,6 +91,51 @@ func TestWrite(t *testing.T) {
 	if _, err := Write(io.Discard, root, "", Options{Ref: ""}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("no ref: %v", err)
 	}
+}
+
+// archived is an image archive's regular files by name, read back.
+type archived map[string][]byte
+
+func readArchive(t *testing.T, path string) archived {
+	t.Helper()
+	files := archived{}
+	err := eachEntry(path, func(h *tar.Header, r io.Reader) error {
+		b, err := io.ReadAll(r)
+		files[h.Name] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// blob is the blob d, failing t unless it is there under its digest.
+func (a archived) blob(t *testing.T, d digest.Digest) []byte {
+	t.Helper()
+	b, ok := a[blobPath(d)]
+	if !ok || digest.FromBytes(b) != d {
+		t.Fatalf("blob %s missing or wrong", d)
+	}
+	return b
+}
+
+// manifest is the one manifest of the index, failing t unless it is want,
+// named ref.
+func (a archived) manifest(t *testing.T, want digest.Digest, ref string) v1.Manifest {
+	t.Helper()
+	var index v1.Index
+	if err := json.Unmarshal(a["index.json"], &index); err != nil {
+		t.Fatal(err)
+	}
+	if len(index.Manifests) != 1 || index.Manifests[0].Digest != want || index.Manifests[0].Annotations["io.containerd.image.name"] != ref {
+		t.Fatalf("index %s", a["index.json"])
+	}
+	var man v1.Manifest
+	if err := json.Unmarshal(a.blob(t, want), &man); err != nil {
+		t.Fatal(err)
+	}
+	return man
 }
 
 // failWriter fails every write.

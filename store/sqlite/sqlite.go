@@ -418,16 +418,9 @@ func (s *Store) RecordCall(ctx context.Context, rec *psych.CallRecord) error {
 			s.mu.Unlock()
 			return fmt.Errorf("record call %q: %w", rec.ID, err)
 		}
-		s.urgent = true
-		s.wake()
-		ch := s.progress
-		s.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("record call %q: %w", rec.ID, ctx.Err())
+		if err := s.awaitCommit(ctx); err != nil {
+			return fmt.Errorf("record call %q: %w", rec.ID, err)
 		}
-		s.mu.Lock()
 	}
 	defer s.mu.Unlock()
 	if err := s.usable(); err != nil {
@@ -575,6 +568,23 @@ func (s *Store) await(ctx context.Context, o op) error {
 	}
 }
 
+// awaitCommit asks the writer to commit now and waits for its next commit
+// (or failed try). s.mu is held on entry and again on a nil return; it is
+// not held while waiting, nor on the return of ctx's error.
+func (s *Store) awaitCommit(ctx context.Context) error {
+	s.urgent = true
+	s.wake()
+	ch := s.progress
+	s.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	return nil
+}
+
 // read waits until everything queued so far is committed; the caller
 // calls done when its query is over, which Close waits for.
 func (s *Store) read(ctx context.Context) (done func(), err error) {
@@ -585,17 +595,10 @@ func (s *Store) read(ctx context.Context) (done func(), err error) {
 	}
 	s.readers.Add(1)
 	for target := s.queued; s.done < target; {
-		s.urgent = true
-		s.wake()
-		ch := s.progress
-		s.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
+		if err := s.awaitCommit(ctx); err != nil {
 			s.readers.Done()
-			return nil, ctx.Err()
+			return nil, err
 		}
-		s.mu.Lock()
 		if err := s.failed; err != nil && s.done < target {
 			s.mu.Unlock()
 			s.readers.Done()
@@ -722,15 +725,13 @@ func (s *Store) apply(ctx context.Context, o *op) error {
 			o.err = psych.ErrDuplicateID
 		}
 	case opFinish:
-		var e psych.Execution
-		var env string
-		err := s.stmt.attested.QueryRowContext(ctx, o.id).Scan(&e.Backend, &e.Engine, &e.Interpreter, &e.Image, &env)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
+		e, env, found, err := s.readAttested(ctx, o.id)
+		if err != nil {
+			return err
+		}
+		if !found {
 			o.err = psych.ErrNotFound
 			return nil
-		case err != nil:
-			return fmt.Errorf("read execution %q: %w", o.id, err)
 		}
 		if err := json.Unmarshal([]byte(env), &e.EnvKeys); err != nil {
 			o.err = fmt.Errorf("decode env keys: %w", err) // this row's fault, not the batch's
@@ -752,18 +753,30 @@ func (s *Store) apply(ctx context.Context, o *op) error {
 		} else if n > 0 {
 			return nil
 		}
-		var e psych.Execution
-		var env string
-		switch err := s.stmt.attested.QueryRowContext(ctx, o.id).Scan(&e.Backend, &e.Engine, &e.Interpreter, &e.Image, &env); {
-		case errors.Is(err, sql.ErrNoRows):
-			o.err = psych.ErrNotFound
+		switch _, _, found, err := s.readAttested(ctx, o.id); {
 		case err != nil:
-			return fmt.Errorf("read execution %q: %w", o.id, err)
+			return err
+		case !found:
+			o.err = psych.ErrNotFound
 		default:
 			o.err = psych.ErrFinished
 		}
 	}
 	return nil
+}
+
+// readAttested reads what an execution's record attests (backend, engine,
+// interpreter, image, and its env keys as JSON); found is false where there
+// is no execution id.
+func (s *Store) readAttested(ctx context.Context, id string) (e psych.Execution, env string, found bool, err error) {
+	err = s.stmt.attested.QueryRowContext(ctx, id).Scan(&e.Backend, &e.Engine, &e.Interpreter, &e.Image, &env)
+	if errors.Is(err, sql.ErrNoRows) {
+		return e, "", false, nil
+	}
+	if err != nil {
+		return e, "", false, fmt.Errorf("read execution %q: %w", id, err)
+	}
+	return e, env, true, nil
 }
 
 // list runs a query after read, scanning every row.

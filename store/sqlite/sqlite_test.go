@@ -37,13 +37,32 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) psych.Store { return open(t, filepath.Join(t.TempDir(), "psych.db")) })
 }
 
-// raw runs statements on the file with no Store in the way.
-func raw(t *testing.T, path string, stmts ...string) {
+// rawDB opens the file with no Store in the way; the caller closes it.
+func rawDB(t *testing.T, path string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return db
+}
+
+// openBeside opens a Store on a new file and, beside it, a handle on the
+// same file with no Store in the way; both are closed when the test ends.
+func openBeside(t *testing.T) (*Store, *sql.DB) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "psych.db")
+	s := open(t, path)
+	t.Cleanup(func() { s.Close() })
+	db := rawDB(t, path)
+	t.Cleanup(func() { db.Close() })
+	return s, db
+}
+
+// raw runs statements on the file with no Store in the way.
+func raw(t *testing.T, path string, stmts ...string) {
+	t.Helper()
+	db := rawDB(t, path)
 	defer db.Close()
 	for _, q := range stmts {
 		if _, err := db.Exec(q); err != nil {
@@ -124,14 +143,7 @@ func jsonOf(t *testing.T, v any) string {
 }
 
 func TestFileSettings(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "psych.db")
-	s := open(t, path)
-	defer s.Close()
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	s, db := openBeside(t)
 	for q, want := range map[string]string{
 		"PRAGMA journal_mode":   "wal",
 		"PRAGMA user_version":   strconv.Itoa(schemaVersion),
@@ -301,14 +313,7 @@ func TestClosed(t *testing.T) {
 // TestCommitsWithoutReaders: the writer commits queued calls by itself,
 // within its delay, with nothing waiting on them.
 func TestCommitsWithoutReaders(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "psych.db")
-	s := open(t, path)
-	defer s.Close()
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	s, db := openBeside(t)
 	c := psych.CallRecord{ID: "c", Tool: "t"}
 	start := time.Now()
 	if err := s.RecordCall(ctx, &c); err != nil {

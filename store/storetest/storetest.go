@@ -501,11 +501,7 @@ func testZeroValues(t *testing.T, s psych.Store) {
 	if err := s.RecordCall(ctx, &c); err != nil {
 		t.Fatal(err)
 	}
-	cs := calls(t, s, "")
-	if len(cs) != 1 {
-		t.Fatalf("Calls(\"\") lists %d, want 1", len(cs))
-	}
-	checkCall(t, &cs[0], &c)
+	checkOnlyCall(t, s, "", &c)
 }
 
 func testCopyIn(t *testing.T, s psych.Store) {
@@ -535,11 +531,7 @@ func testCopyIn(t *testing.T, s psych.Store) {
 	}
 	wantCall.Seq = c.Seq
 	c.Args[2], c.Value[1], *c.Approved, c.Tool = 'X', 'X', false, "changed"
-	cs := calls(t, s, "full")
-	if len(cs) != 1 {
-		t.Fatalf("Calls lists %d, want 1", len(cs))
-	}
-	checkCall(t, &cs[0], &wantCall)
+	checkOnlyCall(t, s, "full", &wantCall)
 }
 
 func testCopyOut(t *testing.T, s psych.Store) {
@@ -666,6 +658,16 @@ func checkExecution(t *testing.T, what string, got, want *psych.Execution) {
 	if g, w := norm(got), norm(want); !reflect.DeepEqual(g, w) {
 		t.Errorf("%s: execution\n got %s\nwant %s", what, dump(g, g.Result), dump(w, w.Result))
 	}
+}
+
+// checkOnlyCall checks that Calls(parent) lists one call, want.
+func checkOnlyCall(t *testing.T, s psych.Store, parent string, want *psych.CallRecord) {
+	t.Helper()
+	cs := calls(t, s, parent)
+	if len(cs) != 1 {
+		t.Fatalf("Calls(%q) lists %d, want 1", parent, len(cs))
+	}
+	checkCall(t, &cs[0], want)
 }
 
 func checkCall(t *testing.T, got, want *psych.CallRecord) {

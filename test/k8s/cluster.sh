@@ -50,13 +50,9 @@ APIPORT=16443
 KCFG=$DATA/pki/admin.kubeconfig
 SYSCTLS="vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes"
 
-t0=$(date +%s)
-log() { echo "k8s: [$(($(date +%s) - t0))s] $*" >&2; }
-die() {
-	log "FAIL: $*"
-	exit 1
-}
-[ "$(id -u)" = 0 ] || die "needs root"
+LOG_NAME=k8s
+. "$repo/scripts/lib/log.sh"
+need_root
 
 # start NAME LOG CMD...: starts CMD in a session of its own and records
 # "NAME PID" in $RUN/pids.
