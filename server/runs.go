@@ -120,17 +120,14 @@ func (s *Server) check() limitsCheck {
 	return limitsCheck{defaults: s.cfg.Info.Defaults, caps: s.cfg.Caps, allowNetwork: s.cfg.AllowNetwork, envAllowlist: s.cfg.Info.EnvAllowlist}
 }
 
-// decodeRunRequest decodes and checks a run's body; every refusal is a
-// 400 naming what is wrong. It does not look at ids in use.
+// decodeRunRequest decodes and checks a run's body (api.DecodeRunRequest),
+// then holds it to this server's caps, env allowlist and network grant;
+// every refusal is a 400 naming what is wrong. It does not look at ids in
+// use.
 func decodeRunRequest(body []byte, c limitsCheck) (*api.RunRequest, *api.Error) {
-	var req api.RunRequest
-	if err := api.DecodeStrict(body, &req); err != nil {
-		return nil, invalid("%v", err)
-	}
-	if req.ID != "" {
-		if err := sandbox.CheckID(req.ID); err != nil {
-			return nil, invalid("id: %v", err)
-		}
+	req, e := api.DecodeRunRequest(body)
+	if e != nil {
+		return nil, e
 	}
 	if e := checkLimits(req.Limits, c); e != nil {
 		return nil, e
@@ -143,10 +140,7 @@ func decodeRunRequest(body []byte, c limitsCheck) (*api.RunRequest, *api.Error) 
 	if req.Network && !c.allowNetwork {
 		return nil, invalid("network: this server grants no run the network (it was not started with --allow-network)")
 	}
-	if e := api.CheckTools(req.Bindings); e != nil {
-		return nil, e
-	}
-	return &req, nil
+	return req, nil
 }
 
 func invalid(format string, args ...any) *api.Error {
