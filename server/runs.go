@@ -286,13 +286,16 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.end(ar)
 	sreq := sandbox.Request{ID: req.ID, Code: req.Code, Limits: req.Limits, Env: req.Env, Network: req.Network, Files: req.Files}
-	if ar.stream == nil {
+	execute := func(sreq sandbox.Request) (*sandbox.Result, *api.Error) {
 		res, err := rt.Execute(ctx, sreq)
 		dur = time.Since(start)
-		var ae *api.Error
 		if err != nil && res == nil {
-			ae = endError(ctx, err)
+			return nil, endError(ctx, err)
 		}
+		return res, nil
+	}
+	if ar.stream == nil {
+		res, ae := execute(sreq)
 		s.reply(w, res, ae)
 		s.logRun(ar, wait, dur, res, ae)
 		return
@@ -307,11 +310,8 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 		ar.stream.send(api.Event{Event: st.String(), Data: data})
 	}
 	s.streamEvents(w, ar, cancel, func() {
-		res, err := rt.Execute(ctx, sreq)
-		dur = time.Since(start)
-		var ae *api.Error
-		if err != nil && res == nil {
-			ae = endError(ctx, err)
+		res, ae := execute(sreq)
+		if ae != nil {
 			ar.stream.end(api.Event{Event: api.EventError, Error: ae})
 		} else {
 			ar.stream.end(api.Event{Event: api.EventResult, Result: res})
