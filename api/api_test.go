@@ -117,3 +117,61 @@ func FuzzEventReader(f *testing.F) {
 		t.Fatal("the reader returned more events than the stream has bytes")
 	})
 }
+
+// TestDecodeRunRequest: a run's body is decoded strictly and its id and
+// bindings checked; each refusal is an invalid_request saying what is
+// wrong, and limits, env and network are left to the server.
+func TestDecodeRunRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, refusal string // refusal: the message's start; "" accepts
+	}{
+		{"plain", `{"code":"1"}`, ""},
+		{"server's to check", `{"id":"a-1","code":"1","limits":{"cpu_seconds":1e9},"env":{"ANY":"x"},"network":true}`, ""},
+		{"a tool", `{"code":"1","bindings":[{"name":"f","params":["a"]}]}`, ""},
+		{"strict", `{"code":"1","cod":2}`, ErrBadRequest.Error()},
+		{"bad id", `{"id":"../x","code":"1"}`, "id: "},
+		{"bad tool name", `{"code":"1","bindings":[{"name":"not a name"}]}`, "bindings: "},
+		{"reserved tool", `{"code":"1","bindings":[{"name":"run_code"}]}`, "bindings: "},
+		{"schema too large", `{"code":"1","bindings":[{"name":"f","parameters":"` + strings.Repeat("x", MaxSchemaBytes) + `"}]}`, "bindings: f: "},
+	} {
+		req, e := DecodeRunRequest([]byte(tc.body))
+		switch {
+		case (req == nil) == (e == nil):
+			t.Errorf("%s: request %v and error %v", tc.name, req, e)
+		case tc.refusal == "" && e != nil:
+			t.Errorf("%s: refused: %v", tc.name, e)
+		case tc.refusal != "" && e == nil:
+			t.Errorf("%s: accepted (id %q, %d tools)", tc.name, req.ID, len(req.Bindings))
+		case e != nil && (e.Code != CodeInvalidRequest || !strings.HasPrefix(e.Message, tc.refusal)):
+			t.Errorf("%s: %+v, want %s starting %q", tc.name, e, CodeInvalidRequest, tc.refusal)
+		}
+	}
+}
+
+// TestCodeOf: a status and its code go both ways (a 503 without a body is
+// not_ready, a status no code has is host_fault); a code only a stream
+// carries is a 500.
+func TestCodeOf(t *testing.T) {
+	for code, status := range map[string]int{
+		CodeInvalidRequest: 400, CodeUnauthorized: 401, CodeForbidden: 403, CodeNotFound: 404,
+		CodeConflict: 409, CodeTooLarge: 413, CodeCapacityExhausted: 429, CodeNotReady: 503,
+		CodeHostFault: 500,
+	} {
+		if got := StatusOf(code); got != status {
+			t.Errorf("StatusOf(%s) = %d, want %d", code, got, status)
+		}
+		if got := CodeOf(status); got != code {
+			t.Errorf("CodeOf(%d) = %s, want %s", status, got, code)
+		}
+	}
+	for code, status := range map[string]int{CodeDraining: 503, CodeCancelled: 500, CodeSlowConsumer: 500, "no such code": 500} {
+		if got := StatusOf(code); got != status {
+			t.Errorf("StatusOf(%s) = %d, want %d", code, got, status)
+		}
+	}
+	for _, status := range []int{200, 418, 502} {
+		if got := CodeOf(status); got != CodeHostFault {
+			t.Errorf("CodeOf(%d) = %s, want %s", status, got, CodeHostFault)
+		}
+	}
+}

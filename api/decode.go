@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/psych-runtime/psych/internal/jsonfold"
+	"github.com/psych-runtime/psych/sandbox"
 )
 
 // ErrBadRequest is what DecodeStrict's errors wrap.
@@ -39,6 +40,31 @@ func DecodeStrict(data []byte, v any) error {
 		return fmt.Errorf("%w: data after the JSON value", ErrBadRequest)
 	}
 	return nil
+}
+
+// DecodeRunRequest decodes a run's body strictly (DecodeStrict) and
+// checks what needs no server: its id, if it has one (sandbox.CheckID),
+// and its bindings (CheckTools), as psych serve and the embedded transport
+// both do. Its limits, env and network are the server's to check. Every
+// refusal is an invalid_request naming what is wrong.
+func DecodeRunRequest(body []byte) (*RunRequest, *Error) {
+	var req RunRequest
+	if err := DecodeStrict(body, &req); err != nil {
+		return nil, invalid("%v", err)
+	}
+	if req.ID != "" {
+		if err := sandbox.CheckID(req.ID); err != nil {
+			return nil, invalid("id: %v", err)
+		}
+	}
+	if e := CheckTools(req.Bindings); e != nil {
+		return nil, e
+	}
+	return &req, nil
+}
+
+func invalid(format string, args ...any) *Error {
+	return &Error{Code: CodeInvalidRequest, Message: fmt.Sprintf(format, args...)}
 }
 
 // checkKeys walks data's tokens, refusing a repeated or case-fold-equal

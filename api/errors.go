@@ -48,28 +48,43 @@ type ErrorBody struct {
 	Error *Error `json:"error"`
 }
 
+// statuses are the refusals' codes with their HTTP statuses; of two codes
+// with one status, the first is the one CodeOf gives.
+var statuses = []struct {
+	code   string
+	status int
+}{
+	{CodeInvalidRequest, http.StatusBadRequest},
+	{CodeUnauthorized, http.StatusUnauthorized},
+	{CodeForbidden, http.StatusForbidden},
+	{CodeNotFound, http.StatusNotFound},
+	{CodeConflict, http.StatusConflict},
+	{CodeTooLarge, http.StatusRequestEntityTooLarge},
+	{CodeCapacityExhausted, http.StatusTooManyRequests},
+	{CodeNotReady, http.StatusServiceUnavailable},
+	{CodeDraining, http.StatusServiceUnavailable},
+}
+
 // StatusOf is the HTTP status of an error code (500 for one it does not
 // know).
 func StatusOf(code string) int {
-	switch code {
-	case CodeInvalidRequest:
-		return http.StatusBadRequest
-	case CodeUnauthorized:
-		return http.StatusUnauthorized
-	case CodeForbidden:
-		return http.StatusForbidden
-	case CodeNotFound:
-		return http.StatusNotFound
-	case CodeConflict:
-		return http.StatusConflict
-	case CodeTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case CodeCapacityExhausted:
-		return http.StatusTooManyRequests
-	case CodeDraining, CodeNotReady:
-		return http.StatusServiceUnavailable
+	for _, s := range statuses {
+		if s.code == code {
+			return s.status
+		}
 	}
 	return http.StatusInternalServerError
+}
+
+// CodeOf is the error code an HTTP status comes with, for a refusal whose
+// body says none: not_ready for 503, host_fault for a status no code has.
+func CodeOf(status int) string {
+	for _, s := range statuses {
+		if s.status == status {
+			return s.code
+		}
+	}
+	return CodeHostFault
 }
 
 // Retryable reports whether a code is one a client may retry (429, 503).

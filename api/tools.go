@@ -1,10 +1,6 @@
 package api
 
-import (
-	"fmt"
-
-	"github.com/psych-runtime/psych/sandbox"
-)
+import "github.com/psych-runtime/psych/sandbox"
 
 // CheckTools holds a request's tool declarations to the API's caps
 // (MaxTools, MaxSchemaBytes) and the binding rules (names, parameters), as
@@ -12,9 +8,6 @@ import (
 // schema itself is compiled where the tools are registered
 // (Runtime.WithTools).
 func CheckTools(tools []Tool) *Error {
-	invalid := func(format string, args ...any) *Error {
-		return &Error{Code: CodeInvalidRequest, Message: fmt.Sprintf(format, args...)}
-	}
 	if len(tools) > MaxTools {
 		return invalid("bindings: %d tools, at most %d", len(tools), MaxTools)
 	}

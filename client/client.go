@@ -284,7 +284,7 @@ func readError(status int, retryAfter string, body io.Reader) *api.Error {
 	if json.Unmarshal(b, &eb) == nil && eb.Error != nil && eb.Error.Code != "" && len(eb.Error.Code) <= 64 {
 		e = eb.Error
 	} else {
-		e.Code = codeOf(status)
+		e.Code = api.CodeOf(status)
 		e.Message = http.StatusText(status)
 		if e.Message == "" {
 			e.Message = "HTTP status " + strconv.Itoa(status)
@@ -301,30 +301,6 @@ func readError(status int, retryAfter string, body io.Reader) *api.Error {
 		e.RetryAfter = min(n, 3600)
 	}
 	return e
-}
-
-// codeOf is the error code a status comes with, for a refusal whose body
-// says none.
-func codeOf(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return api.CodeInvalidRequest
-	case http.StatusUnauthorized:
-		return api.CodeUnauthorized
-	case http.StatusForbidden:
-		return api.CodeForbidden
-	case http.StatusNotFound:
-		return api.CodeNotFound
-	case http.StatusConflict:
-		return api.CodeConflict
-	case http.StatusRequestEntityTooLarge:
-		return api.CodeTooLarge
-	case http.StatusTooManyRequests:
-		return api.CodeCapacityExhausted
-	case http.StatusServiceUnavailable:
-		return api.CodeNotReady
-	}
-	return api.CodeHostFault
 }
 
 // sandboxError wraps err with the sandbox sentinel its *api.Error fits, so

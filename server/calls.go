@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -78,32 +77,37 @@ func (ar *activeRun) close(k callKey) {
 	}
 }
 
+// waitingLocked returns call k when it waits for an answer, else the
+// refusal: 404 for a call the run does not have, 409 for one answered
+// already. ar.mu is held.
+func (ar *activeRun) waitingLocked(k callKey) (*pendingCall, *api.Error) {
+	pc := ar.calls[k]
+	switch {
+	case pc == nil && ar.answered[k], pc != nil && pc.done:
+		return nil, &api.Error{Code: api.CodeConflict, Message: fmt.Sprintf("call %s is answered already", k.id)}
+	case pc == nil:
+		return nil, notFound("call", k.id)
+	}
+	return pc, nil
+}
+
 // waiting returns nil when call k waits for an answer, else the refusal
-// (404 unknown, 409 answered): checked before an answer's body is read.
+// (waitingLocked's): checked before an answer's body is read.
 func (ar *activeRun) waiting(k callKey) *api.Error {
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
-	pc := ar.calls[k]
-	switch {
-	case pc == nil && ar.answered[k], pc != nil && pc.done:
-		return &api.Error{Code: api.CodeConflict, Message: fmt.Sprintf("call %s is answered already", k.id)}
-	case pc == nil:
-		return notFound("call", k.id)
-	}
-	return nil
+	_, e := ar.waitingLocked(k)
+	return e
 }
 
-// deliver hands the client's answer to the call waiting for it: 404 for
-// a call the run does not have, 409 for one answered already.
+// deliver hands the client's answer to the call waiting for it, or
+// refuses as waiting does.
 func (ar *activeRun) deliver(k callKey, a any) *api.Error {
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
-	pc := ar.calls[k]
-	switch {
-	case pc == nil && ar.answered[k], pc != nil && pc.done:
-		return &api.Error{Code: api.CodeConflict, Message: fmt.Sprintf("call %s is answered already", k.id)}
-	case pc == nil:
-		return notFound("call", k.id)
+	pc, e := ar.waitingLocked(k)
+	if e != nil {
+		return e
 	}
 	pc.done = true
 	pc.answer <- a
@@ -203,14 +207,9 @@ func (s *Server) readAnswer(w http.ResponseWriter, r *http.Request, v any) bool 
 		s.refuse(w, r, tooLarge(s.cfg.MaxRequestBytes))
 		return false
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			s.refuse(w, r, tooLarge(s.cfg.MaxRequestBytes))
-		} else {
-			s.refuse(w, r, invalid("read the body: %v", err))
-		}
+	body, e := s.readBody(w, r)
+	if e != nil {
+		s.refuse(w, r, e)
 		return false
 	}
 	if err := api.DecodeStrict(body, v); err != nil {
@@ -223,46 +222,44 @@ func (s *Server) readAnswer(w http.ResponseWriter, r *http.Request, v any) bool 
 // answerCall is POST /v1/runs/{id}/calls/{call_id}: the client's answer
 // to a call event, exactly one of value and error.
 func (s *Server) answerCall(w http.ResponseWriter, r *http.Request) {
-	ar := s.owned(r.PathValue("id"), peerOf(r.Context()).Key)
-	if ar == nil {
-		s.refuse(w, r, notFound("run", r.PathValue("id")))
-		return
-	}
-	if e := ar.waiting(callKey{kindCall, r.PathValue("call_id")}); e != nil {
-		s.refuse(w, r, e)
-		return
-	}
 	var a api.CallAnswer
-	if !s.readAnswer(w, r, &a) {
-		return
-	}
-	if (a.Value == nil) == (a.Error == nil) {
-		s.refuse(w, r, invalid("an answer has exactly one of value and error"))
-		return
-	}
-	if e := ar.deliver(callKey{kindCall, r.PathValue("call_id")}, &a); e != nil {
-		s.refuse(w, r, e)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	s.answer(w, r, kindCall, &a, func() *api.Error {
+		if (a.Value == nil) == (a.Error == nil) {
+			return invalid("an answer has exactly one of value and error")
+		}
+		return nil
+	})
 }
 
 // answerApproval is POST /v1/runs/{id}/approvals/{call_id}.
 func (s *Server) answerApproval(w http.ResponseWriter, r *http.Request) {
-	ar := s.owned(r.PathValue("id"), peerOf(r.Context()).Key)
+	var a api.ApprovalAnswer
+	s.answer(w, r, kindApproval, &a, nil)
+}
+
+// answer is an answer's route: the peer's run in flight (else 404), its
+// call of that kind waiting (else 404 or 409), the body read strictly
+// into a and held to check (if not nil), then delivered: 204.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, kind callKind, a any, check func() *api.Error) {
+	ar := s.ownedRun(w, r)
 	if ar == nil {
-		s.refuse(w, r, notFound("run", r.PathValue("id")))
 		return
 	}
-	if e := ar.waiting(callKey{kindApproval, r.PathValue("call_id")}); e != nil {
+	k := callKey{kind, r.PathValue("call_id")}
+	if e := ar.waiting(k); e != nil {
 		s.refuse(w, r, e)
 		return
 	}
-	var a api.ApprovalAnswer
-	if !s.readAnswer(w, r, &a) {
+	if !s.readAnswer(w, r, a) {
 		return
 	}
-	if e := ar.deliver(callKey{kindApproval, r.PathValue("call_id")}, &a); e != nil {
+	if check != nil {
+		if e := check(); e != nil {
+			s.refuse(w, r, e)
+			return
+		}
+	}
+	if e := ar.deliver(k, a); e != nil {
 		s.refuse(w, r, e)
 		return
 	}
@@ -282,22 +279,15 @@ func (s *Server) resumeCall(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) suspendOrResume(w http.ResponseWriter, r *http.Request, suspend bool) {
-	id, callID := r.PathValue("id"), r.PathValue("call_id")
-	ar := s.owned(id, peerOf(r.Context()).Key)
+	ar := s.ownedRun(w, r)
 	if ar == nil {
-		s.refuse(w, r, notFound("run", id))
 		return
 	}
-	k := callKey{kindCall, callID}
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
-	pc := ar.calls[k]
-	switch {
-	case pc == nil && ar.answered[k], pc != nil && pc.done:
-		s.refuse(w, r, &api.Error{Code: api.CodeConflict, Message: fmt.Sprintf("call %s is answered already", callID)})
-		return
-	case pc == nil:
-		s.refuse(w, r, notFound("call", callID))
+	pc, e := ar.waitingLocked(callKey{kindCall, r.PathValue("call_id")})
+	if e != nil {
+		s.refuse(w, r, e)
 		return
 	}
 	if !suspend {
@@ -351,17 +341,12 @@ func (s *Server) postCall(w http.ResponseWriter, r *http.Request) {
 	defer cancel(nil)
 	ctx, cancelT := context.WithTimeout(ctx, time.Duration(s.cfg.Caps.WallSeconds*float64(time.Second)))
 	defer cancelT()
-	ar, e := s.begin(ctx, req.ID, peerOf(r.Context()).Key, true, wantsEvents(r), cancel)
+	ar, rt, e := s.enter(ctx, req.ID, peerOf(r.Context()).Key, true, wantsEvents(r), cancel, req.Bindings)
 	if e != nil {
 		s.refuse(w, r, e)
 		return
 	}
 	defer s.end(ar)
-	rt, e := s.runtimeFor(ar, req.Bindings)
-	if e != nil {
-		s.refuse(w, r, e)
-		return
-	}
 	c := psych.Call{ID: req.ID, Tool: req.Tool, Args: req.Args, Via: psych.ViaModel}
 	finish := func() (*api.Outcome, *api.Error) {
 		out, err := rt.Call(ctx, c)
@@ -376,30 +361,18 @@ func (s *Server) postCall(w http.ResponseWriter, r *http.Request) {
 	}
 	if ar.stream == nil {
 		out, e := finish()
-		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-		if e != nil {
-			writeError(w, e)
-			return
-		}
-		writeJSON(w, http.StatusOK, out)
+		s.reply(w, out, e)
 		return
 	}
-	startStream(w)
 	ar.stream.send(api.Event{Event: api.EventStarted, ID: req.ID})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
+	s.streamEvents(w, ar, cancel, func() {
 		out, e := finish()
 		if e != nil {
 			ar.stream.end(api.Event{Event: api.EventError, Error: e})
 			return
 		}
 		ar.stream.end(api.Event{Event: api.EventOutcome, Outcome: out})
-	}()
-	if err := ar.stream.serve(w, s.cfg.Keepalive, s.cfg.WriteTimeout); err != nil {
-		cancel(err)
-	}
-	<-finished
+	})
 }
 
 // outcomeOf is a Runtime's Outcome as the API shows it.

@@ -162,16 +162,23 @@ func TestClientToolPolicyAndApproval(t *testing.T) {
 }
 
 // TestClientToolRefusals: a client tool named as one of the server's is
-// 400 (never shadowing it); a request without events cannot answer, so its
-// client tools' calls fail saying so and its asks are denied.
+// 400 (never shadowing it), and the refused run or call leaves its id free;
+// a request without events cannot answer, so its client tools' calls fail
+// saying so and its asks are denied.
 func TestClientToolRefusals(t *testing.T) {
 	reg := psych.NewRegistry()
 	if err := reg.Register(psych.Spec{Name: "echo", Handler: func(ctx context.Context, c psych.Call) (any, error) { return c.Args, nil }}); err != nil {
 		t.Fatal(err)
 	}
 	ts := newTestServer(t, serverOpts{registry: reg})
-	resp, b := ts.do(t, "POST", "/v1/runs", "", jsonString(api.RunRequest{Code: "1", Bindings: []api.Tool{{Name: "echo"}}}))
+	resp, b := ts.do(t, "POST", "/v1/runs", "", jsonString(api.RunRequest{ID: "clash-1", Code: "1", Bindings: []api.Tool{{Name: "echo"}}}))
 	wantError(t, resp, b, http.StatusBadRequest, api.CodeInvalidRequest)
+	ts.run(t, jsonString(api.RunRequest{ID: "clash-1", Code: "1"}))
+	resp, b = ts.do(t, "POST", "/v1/calls", "", jsonString(api.CallRequest{ID: "clash-2", Tool: "echo", Bindings: []api.Tool{{Name: "echo"}}}))
+	wantError(t, resp, b, http.StatusBadRequest, api.CodeInvalidRequest)
+	if resp, b = ts.do(t, "POST", "/v1/calls", "", jsonString(api.CallRequest{ID: "clash-2", Tool: "echo", Args: json.RawMessage(`{}`)})); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the refused call's id again: %d %s", resp.StatusCode, b)
+	}
 	code := "try:\n    greet('x')\nexcept BindingError as e:\n    print(e)\ntry:\n    rm()\nexcept BindingError as e:\n    print(e)\necho(a=1)"
 	res := ts.run(t, jsonString(api.RunRequest{Code: code, Bindings: []api.Tool{greetTool, {Name: "rm", Destructive: true}}}))
 	lines := strings.Split(res.Stdout, "\n")

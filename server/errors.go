@@ -34,16 +34,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeError writes e as the API's error body with its status (and
 // Retry-After for 429 and 503).
 func writeError(w http.ResponseWriter, e *api.Error) {
-	status := e.Status
-	if status == 0 {
-		status = api.StatusOf(e.Code)
-	}
 	e.Retryable = api.Retryable(e.Code)
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(api.ErrorBody{Error: e})
+	writeJSON(w, statusOf(e), api.ErrorBody{Error: e})
+}
+
+// statusOf is the HTTP status e goes with: its own, else its code's.
+func statusOf(e *api.Error) int {
+	if e.Status != 0 {
+		return e.Status
+	}
+	return api.StatusOf(e.Code)
 }

@@ -48,14 +48,11 @@ type activeRun struct {
 // body is read; a body past MaxRequestBytes is 413 as soon as it passes.
 // On success the caller must call release with the run's duration.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request) (body []byte, release func(time.Duration), wait time.Duration, ok bool) {
-	switch {
-	case s.draining.Load():
-		s.refuse(w, r, &api.Error{Code: api.CodeDraining, Message: "the server is draining", RetryAfter: 1})
+	if e := s.unavailable(); e != nil {
+		s.refuse(w, r, e)
 		return nil, nil, 0, false
-	case !s.ready.Load():
-		s.refuse(w, r, &api.Error{Code: api.CodeNotReady, Message: s.notReady(), RetryAfter: 1})
-		return nil, nil, 0, false
-	case r.ContentLength > s.cfg.MaxRequestBytes:
+	}
+	if r.ContentLength > s.cfg.MaxRequestBytes {
 		s.refuse(w, r, tooLarge(s.cfg.MaxRequestBytes))
 		return nil, nil, 0, false
 	}
@@ -72,16 +69,11 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (body []byte, rel
 	// past the header timeout); then the client's going away is seen.
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(s.cfg.HeaderTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
+	body, e = s.readBody(w, r)
 	rc.SetReadDeadline(time.Time{})
-	if err != nil {
+	if e != nil {
 		s.adm.leave(tk)
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			s.refuse(w, r, tooLarge(s.cfg.MaxRequestBytes))
-		} else {
-			s.refuse(w, r, &api.Error{Code: api.CodeInvalidRequest, Message: "read the body: " + err.Error()})
-		}
+		s.refuse(w, r, e)
 		return nil, nil, 0, false
 	}
 	rel, wait, e := s.adm.wait(r.Context(), tk)
@@ -93,6 +85,20 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (body []byte, rel
 	}
 	unhold := s.hold()
 	return body, func(d time.Duration) { rel(d); unhold() }, wait, true
+}
+
+// readBody reads r's body: past MaxRequestBytes it is 413, as soon as it
+// passes.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api.Error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge(s.cfg.MaxRequestBytes)
+		}
+		return nil, invalid("read the body: %v", err)
+	}
+	return body, nil
 }
 
 func tooLarge(max int64) *api.Error {
@@ -120,17 +126,14 @@ func (s *Server) check() limitsCheck {
 	return limitsCheck{defaults: s.cfg.Info.Defaults, caps: s.cfg.Caps, allowNetwork: s.cfg.AllowNetwork, envAllowlist: s.cfg.Info.EnvAllowlist}
 }
 
-// decodeRunRequest decodes and checks a run's body; every refusal is a
-// 400 naming what is wrong. It does not look at ids in use.
+// decodeRunRequest decodes and checks a run's body (api.DecodeRunRequest),
+// then holds it to this server's caps, env allowlist and network grant;
+// every refusal is a 400 naming what is wrong. It does not look at ids in
+// use.
 func decodeRunRequest(body []byte, c limitsCheck) (*api.RunRequest, *api.Error) {
-	var req api.RunRequest
-	if err := api.DecodeStrict(body, &req); err != nil {
-		return nil, invalid("%v", err)
-	}
-	if req.ID != "" {
-		if err := sandbox.CheckID(req.ID); err != nil {
-			return nil, invalid("id: %v", err)
-		}
+	req, e := api.DecodeRunRequest(body)
+	if e != nil {
+		return nil, e
 	}
 	if e := checkLimits(req.Limits, c); e != nil {
 		return nil, e
@@ -143,10 +146,7 @@ func decodeRunRequest(body []byte, c limitsCheck) (*api.RunRequest, *api.Error) 
 	if req.Network && !c.allowNetwork {
 		return nil, invalid("network: this server grants no run the network (it was not started with --allow-network)")
 	}
-	if e := api.CheckTools(req.Bindings); e != nil {
-		return nil, e
-	}
-	return &req, nil
+	return req, nil
 }
 
 func invalid(format string, args ...any) *api.Error {
@@ -279,30 +279,24 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel, stop := s.runContext(r)
 	defer stop()
 	defer cancel(nil)
-	ar, e := s.begin(ctx, req.ID, peer.Key, false, wantsEvents(r), cancel)
+	ar, rt, e := s.enter(ctx, req.ID, peer.Key, false, wantsEvents(r), cancel, req.Bindings)
 	if e != nil {
 		s.refuse(w, r, e)
 		return
 	}
 	defer s.end(ar)
-	rt, e := s.runtimeFor(ar, req.Bindings)
-	if e != nil {
-		s.refuse(w, r, e)
-		return
-	}
 	sreq := sandbox.Request{ID: req.ID, Code: req.Code, Limits: req.Limits, Env: req.Env, Network: req.Network, Files: req.Files}
-	if ar.stream == nil {
+	execute := func(sreq sandbox.Request) (*sandbox.Result, *api.Error) {
 		res, err := rt.Execute(ctx, sreq)
 		dur = time.Since(start)
-		var ae *api.Error
-		// A client that reads nothing holds its slot no longer than this.
-		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 		if err != nil && res == nil {
-			ae = endError(ctx, err)
-			writeError(w, ae)
-		} else {
-			writeJSON(w, http.StatusOK, res)
+			return nil, endError(ctx, err)
 		}
+		return res, nil
+	}
+	if ar.stream == nil {
+		res, ae := execute(sreq)
+		s.reply(w, res, ae)
 		s.logRun(ar, wait, dur, res, ae)
 		return
 	}
@@ -315,20 +309,52 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 	sreq.Output = func(st sandbox.Stream, data string) {
 		ar.stream.send(api.Event{Event: st.String(), Data: data})
 	}
-	startStream(w)
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		res, err := rt.Execute(ctx, sreq)
-		dur = time.Since(start)
-		var ae *api.Error
-		if err != nil && res == nil {
-			ae = endError(ctx, err)
+	s.streamEvents(w, ar, cancel, func() {
+		res, ae := execute(sreq)
+		if ae != nil {
 			ar.stream.end(api.Event{Event: api.EventError, Error: ae})
 		} else {
 			ar.stream.end(api.Event{Event: api.EventResult, Result: res})
 		}
 		s.logRun(ar, wait, dur, res, ae)
+	})
+}
+
+// enter begins a run or call (begin) and makes the Runtime it goes through
+// (runtimeFor); a refusal leaves nothing begun. The caller ends it (end).
+func (s *Server) enter(ctx context.Context, id, peer string, direct, events bool, cancel context.CancelCauseFunc, tools []api.Tool) (*activeRun, *psych.Runtime, *api.Error) {
+	ar, e := s.begin(ctx, id, peer, direct, events, cancel)
+	if e != nil {
+		return nil, nil, e
+	}
+	rt, e := s.runtimeFor(ar, tools)
+	if e != nil {
+		s.end(ar)
+		return nil, nil, e
+	}
+	return ar, rt, nil
+}
+
+// reply answers a run or call without events: e, or v with 200.
+func (s *Server) reply(w http.ResponseWriter, v any, e *api.Error) {
+	// A client that reads nothing holds its slot no longer than this.
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// streamEvents answers with ar's event stream while work (which ends the
+// stream) runs on a goroutine of its own, and returns once work has: a
+// client gone cancels the run.
+func (s *Server) streamEvents(w http.ResponseWriter, ar *activeRun, cancel context.CancelCauseFunc, work func()) {
+	startStream(w)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		work()
 	}()
 	if err := ar.stream.serve(w, s.cfg.Keepalive, s.cfg.WriteTimeout); err != nil {
 		cancel(err) // the client is gone: so is its run
@@ -384,6 +410,17 @@ func (s *Server) owned(id, peer string) *activeRun {
 		return ar
 	}
 	return nil
+}
+
+// ownedRun is owned for r's path's run id and r's peer; when there is no
+// such run it refuses r (404) and returns nil.
+func (s *Server) ownedRun(w http.ResponseWriter, r *http.Request) *activeRun {
+	id := r.PathValue("id")
+	ar := s.owned(id, peerOf(r.Context()).Key)
+	if ar == nil {
+		s.refuse(w, r, notFound("run", id))
+	}
+	return ar
 }
 
 func notFound(what, id string) *api.Error {

@@ -517,18 +517,12 @@ func (s *Server) routes() http.Handler {
 // refuse writes e, counts it (psych_rejected_total) and logs it: the
 // code, never the request's content.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *api.Error) {
-	if e.Code == api.CodeCapacityExhausted || e.Code == api.CodeDraining || e.Code == api.CodeNotReady {
-		if e.RetryAfter < 1 {
-			e.RetryAfter = 1
-		}
+	if api.Retryable(e.Code) && e.RetryAfter < 1 {
+		e.RetryAfter = 1
 	}
 	s.met.rejected.WithLabelValues(reasonLabel(e.Code)).Inc()
-	status := e.Status
-	if status == 0 {
-		status = api.StatusOf(e.Code)
-	}
 	s.log.Info("refused", "method", r.Method, "route", r.Pattern, "peer", peerOf(r.Context()).Key,
-		"status", status, "code", e.Code)
+		"status", statusOf(e), "code", e.Code)
 	writeError(w, e)
 }
 
@@ -537,14 +531,23 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if e := s.unavailable(); e != nil {
+		writeError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// unavailable is the 503 a run asked for now gets (draining, or not
+// ready), or nil when the server takes runs.
+func (s *Server) unavailable() *api.Error {
 	switch {
 	case s.draining.Load():
-		writeError(w, &api.Error{Code: api.CodeDraining, Message: "the server is draining", RetryAfter: 1})
+		return &api.Error{Code: api.CodeDraining, Message: "the server is draining", RetryAfter: 1}
 	case !s.ready.Load():
-		writeError(w, &api.Error{Code: api.CodeNotReady, Message: s.notReady(), RetryAfter: 1})
-	default:
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		return &api.Error{Code: api.CodeNotReady, Message: s.notReady(), RetryAfter: 1}
 	}
+	return nil
 }
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {

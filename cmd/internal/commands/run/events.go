@@ -82,7 +82,7 @@ func events(c Config, f *flags, fs *flag.FlagSet, args []string, stdin io.Reader
 		request = takeRequestFile(f.requestFD)
 	}
 	return Serve(stdin, request, stdout, stderr, func(ctx context.Context, line []byte, st *eventstream.Stdio) api.Event {
-		req, e := decodeRunRequest(line)
+		req, e := api.DecodeRunRequest(line)
 		if e != nil {
 			return api.Event{Event: api.EventError, Error: e}
 		}
@@ -122,24 +122,6 @@ func events(c Config, f *flags, fs *flag.FlagSet, args []string, stdin io.Reader
 		}
 		return api.Event{Event: api.EventResult, Result: res}
 	})
-}
-
-// decodeRunRequest decodes a run's request strictly and checks what needs
-// no sandbox: its id, limits and bindings.
-func decodeRunRequest(line []byte) (*api.RunRequest, *api.Error) {
-	var req api.RunRequest
-	if err := api.DecodeStrict(line, &req); err != nil {
-		return nil, invalid("%v", err)
-	}
-	if req.ID != "" {
-		if err := sandbox.CheckID(req.ID); err != nil {
-			return nil, invalid("id: %v", err)
-		}
-	}
-	if e := api.CheckTools(req.Bindings); e != nil {
-		return nil, e
-	}
-	return &req, nil
 }
 
 func invalid(format string, args ...any) *api.Error {
