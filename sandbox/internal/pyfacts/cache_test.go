@@ -5,7 +5,6 @@ package pyfacts
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/psych-runtime/psych/internal/testutil"
+	"github.com/psych-runtime/psych/sandbox/internal/trustcache"
 )
 
 func testPython(t *testing.T) string {
@@ -285,12 +285,6 @@ func split(t *testing.T, data []byte) (entry, []byte, []byte) {
 	return e, e.Payload, tail
 }
 
-// seal makes an entry of a payload and a tail, with a matching checksum.
-func seal(body, tail []byte) []byte {
-	sum := envelopeSum(body, tail)
-	return append([]byte(fmt.Sprintf(`{"format":%d,"sha256":"%s","payload":%s}`+"\n", formatVersion, hex.EncodeToString(sum[:]), body)), tail...)
-}
-
 // resum rewrites an entry's payload with edit and a matching checksum.
 func resum(t *testing.T, data []byte, edit func(*payload)) []byte {
 	t.Helper()
@@ -301,7 +295,7 @@ func resum(t *testing.T, data []byte, edit func(*payload)) []byte {
 	}
 	edit(&p)
 	body, _ = json.Marshal(p)
-	return seal(body, tail)
+	return trustcache.Seal(body, tail)
 }
 
 func TestCacheCorruptEntry(t *testing.T) {
@@ -323,7 +317,7 @@ func TestCacheCorruptEntry(t *testing.T) {
 		}},
 		{"no code, checksum matches", func(b []byte) []byte {
 			_, body, _ := split(t, b)
-			return seal(body, nil)
+			return trustcache.Seal(body, nil)
 		}},
 		{"code in the payload too, checksum matches", func(b []byte) []byte {
 			_, _, tail := split(t, b)
@@ -348,7 +342,7 @@ func TestCacheCorruptEntry(t *testing.T) {
 		}},
 		{"oversized code, checksum matches", func(b []byte) []byte {
 			_, body, _ := split(t, b)
-			return seal(body, bytes.Repeat([]byte("A"), 200<<10))
+			return trustcache.Seal(body, bytes.Repeat([]byte("A"), 200<<10))
 		}},
 		{"another format", func(b []byte) []byte {
 			return bytes.Replace(b, []byte(fmt.Sprintf(`{"format":%d,`, formatVersion)), []byte(`{"format":99,`), 1)
@@ -358,7 +352,9 @@ func TestCacheCorruptEntry(t *testing.T) {
 			return bytes.Replace(b, []byte(f), []byte(f+`"extra":1,`), 1)
 		}},
 		{"trailing data", func(b []byte) []byte { return append(bytes.Clone(b), "{}"...) }},
-		{"oversized", func(b []byte) []byte { return append(bytes.Clone(b), bytes.Repeat([]byte(" "), MaxEntryBytes)...) }},
+		{"oversized", func(b []byte) []byte {
+			return append(bytes.Clone(b), bytes.Repeat([]byte(" "), trustcache.MaxEntryBytes)...)
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
