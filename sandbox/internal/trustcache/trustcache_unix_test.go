@@ -27,14 +27,15 @@ func openTemp(t *testing.T) (string, int) {
 	return dir, fd
 }
 
-// fds is how many descriptors this process has open.
-func fds(t *testing.T) int {
+// nextFD is the descriptor the next open gets: the lowest free one.
+func nextFD(t *testing.T) int {
 	t.Helper()
-	ents, err := os.ReadDir("/dev/fd")
+	fd, err := unix.Open("/", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(ents)
+	unix.Close(fd)
+	return fd
 }
 
 // TestWriteRead: what Write wrote, Read serves as it was, in Seal's exact
@@ -171,13 +172,13 @@ func TestOpenDirRefuses(t *testing.T) {
 			open := tc.plant(t, dir)
 			var before unix.Stat_t
 			unix.Stat(dir, &before)
-			n := fds(t)
+			next := nextFD(t)
 			fd, untrusted, err := OpenDir(open)
 			if err == nil || fd != -1 || untrusted != tc.untrusted {
 				t.Fatalf("OpenDir: fd %d, untrusted %v (want %v), %v", fd, untrusted, tc.untrusted, err)
 			}
-			if after := fds(t); after != n {
-				t.Errorf("%d descriptors open after the refusal, %d before", after, n)
+			if _, err := unix.FcntlInt(uintptr(next), unix.F_GETFD, 0); err == nil {
+				t.Errorf("descriptor %d, the one OpenDir opened, is still open after the refusal", next)
 			}
 			var after unix.Stat_t
 			if unix.Stat(dir, &after); after.Mode != before.Mode {
