@@ -137,6 +137,15 @@ func TestImportRules(t *testing.T) {
 				}
 			}
 		}
+		// The trusted-file cache knows nothing of what it holds: of this
+		// module it imports the EINTR retry alone.
+		if under(path, "sandbox/internal/trustcache") {
+			for _, d := range p.Deps {
+				if strings.HasPrefix(d, module) && !under(d, "internal/eintr") {
+					t.Errorf("%s depends on %s", path, d)
+				}
+			}
+		}
 		// The leaves import nothing of this module.
 		if under(path, "cgroups", "seccomp", "netns", "egress", "internal/echofloor", "internal/jsonfold", "internal/eintr") {
 			for _, d := range p.Deps {
@@ -162,6 +171,9 @@ func TestImportRules(t *testing.T) {
 	}
 	if tu, ok := pkgs[module+"/internal/testutil"]; !ok || !slices.Contains(tu.Deps, "os/exec") {
 		t.Fatalf("go list shows no internal/testutil, or no dependency of it on os/exec")
+	}
+	if !slices.Contains(pkgs[module+"/sandbox/internal/pyfacts"].Deps, module+"/sandbox/internal/trustcache") || !slices.Contains(pkgs[module+"/sandbox/internal/trustcache"].Deps, module+"/internal/eintr") {
+		t.Fatalf("go list shows no dependency of pyfacts on the trusted-file cache, or of it on internal/eintr")
 	}
 	if !slices.Contains(pkgs[module+"/client"].Deps, module+"/api") {
 		t.Fatalf("go list shows no dependency of client on api")

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/psych-runtime/psych/sandbox/internal/trustcache"
 )
 
 // blobPayload is a blob entry's payload: the key it was built for and, for
@@ -68,7 +70,7 @@ func pruneExeBlobs(dir, name, owner string) {
 		return
 	}
 	defer unix.Close(dfd)
-	ents, err := entries(dfd)
+	ents, err := trustcache.Entries(dfd)
 	if err != nil {
 		return
 	}
@@ -78,7 +80,7 @@ func pruneExeBlobs(dir, name, owner string) {
 		if n == keep || !de.Type().IsRegular() || !strings.HasPrefix(n, prefix) || !strings.HasSuffix(n, ".json") {
 			continue
 		}
-		body, _, err := readBody(dfd, n)
+		body, _, err := trustcache.Read(dfd, n)
 		if err != nil {
 			continue
 		}
@@ -104,7 +106,7 @@ func loadBlobAs(opts Options, name, owner, key string, build func() ([]byte, err
 	}
 	defer unix.Close(dfd)
 	entry := blobEntryName(name)
-	body, tail, err := readBody(dfd, entry)
+	body, tail, err := trustcache.Read(dfd, entry)
 	if err == nil {
 		var p blobPayload
 		switch err = decodeStrict(body, &p); {
@@ -119,7 +121,7 @@ func loadBlobAs(opts Options, name, owner, key string, build func() ([]byte, err
 			err = fmt.Errorf("entry %s: %w", entry, err)
 		}
 	} else {
-		_, o.untrusted = err.(untrustedError)
+		o.untrusted = errors.Is(err, trustcache.ErrUntrusted)
 	}
 	o.reason = err.Error()
 	b, err := build()
@@ -128,7 +130,7 @@ func loadBlobAs(opts Options, name, owner, key string, build func() ([]byte, err
 	}
 	raw, err := json.Marshal(blobPayload{Key: key, Owner: owner})
 	if err == nil {
-		err = writeEnvelope(dfd, entry, raw, b)
+		err = trustcache.Write(dfd, entry, raw, b)
 	}
 	o.writeErr = err
 	return b, o, nil

@@ -5,7 +5,6 @@ package pyfacts
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/psych-runtime/psych/internal/testutil"
+	"github.com/psych-runtime/psych/sandbox/internal/trustcache"
 )
 
 func testPython(t *testing.T) string {
@@ -56,6 +56,28 @@ func (c *counter) write(t *testing.T, extra string) {
 	if err := os.Rename(tmp, c.path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// wantStarts fails unless the interpreter was started n times in all.
+func (c *counter) wantStarts(t *testing.T, n int) {
+	t.Helper()
+	if got := c.starts(t); got != n {
+		t.Fatalf("%d starts, want %d", got, n)
+	}
+}
+
+// missTwice calls get twice and wants each time a miss that ok (if not
+// nil) accepts, with the interpreter's own facts, and so two starts in all.
+func (c *counter) missTwice(t *testing.T, get func() (Facts, outcome, error), ok func(outcome) bool) {
+	t.Helper()
+	for range 2 {
+		f, o, err := get()
+		if err != nil || o.hit || ok != nil && !ok(o) {
+			t.Fatalf("outcome %+v, err %v", o, err)
+		}
+		checkFacts(t, f)
+	}
+	c.wantStarts(t, 2)
 }
 
 func (c *counter) starts(t *testing.T) int {
@@ -259,6 +281,19 @@ func TestCacheVenvConfigChange(t *testing.T) {
 	mustLoad(t, c.path, dir, true)
 }
 
+// primed is a case's start (as root where root says): a counter
+// interpreter and a cache directory that holds its valid entry.
+func primed(t *testing.T, root bool) (*counter, string) {
+	t.Helper()
+	if root {
+		requireRoot(t)
+	}
+	c := newCounter(t, t.TempDir())
+	dir := cacheDir(t)
+	mustLoad(t, c.path, dir, false)
+	return c, dir
+}
+
 // entryOf reads the valid entry of python in dir.
 func entryOf(t *testing.T, dir, python string) (string, []byte) {
 	t.Helper()
@@ -285,12 +320,6 @@ func split(t *testing.T, data []byte) (entry, []byte, []byte) {
 	return e, e.Payload, tail
 }
 
-// seal makes an entry of a payload and a tail, with a matching checksum.
-func seal(body, tail []byte) []byte {
-	sum := envelopeSum(body, tail)
-	return append([]byte(fmt.Sprintf(`{"format":%d,"sha256":"%s","payload":%s}`+"\n", formatVersion, hex.EncodeToString(sum[:]), body)), tail...)
-}
-
 // resum rewrites an entry's payload with edit and a matching checksum.
 func resum(t *testing.T, data []byte, edit func(*payload)) []byte {
 	t.Helper()
@@ -301,7 +330,7 @@ func resum(t *testing.T, data []byte, edit func(*payload)) []byte {
 	}
 	edit(&p)
 	body, _ = json.Marshal(p)
-	return seal(body, tail)
+	return trustcache.Seal(body, tail)
 }
 
 func TestCacheCorruptEntry(t *testing.T) {
@@ -323,7 +352,7 @@ func TestCacheCorruptEntry(t *testing.T) {
 		}},
 		{"no code, checksum matches", func(b []byte) []byte {
 			_, body, _ := split(t, b)
-			return seal(body, nil)
+			return trustcache.Seal(body, nil)
 		}},
 		{"code in the payload too, checksum matches", func(b []byte) []byte {
 			_, _, tail := split(t, b)
@@ -348,7 +377,7 @@ func TestCacheCorruptEntry(t *testing.T) {
 		}},
 		{"oversized code, checksum matches", func(b []byte) []byte {
 			_, body, _ := split(t, b)
-			return seal(body, bytes.Repeat([]byte("A"), 200<<10))
+			return trustcache.Seal(body, bytes.Repeat([]byte("A"), 200<<10))
 		}},
 		{"another format", func(b []byte) []byte {
 			return bytes.Replace(b, []byte(fmt.Sprintf(`{"format":%d,`, formatVersion)), []byte(`{"format":99,`), 1)
@@ -358,13 +387,13 @@ func TestCacheCorruptEntry(t *testing.T) {
 			return bytes.Replace(b, []byte(f), []byte(f+`"extra":1,`), 1)
 		}},
 		{"trailing data", func(b []byte) []byte { return append(bytes.Clone(b), "{}"...) }},
-		{"oversized", func(b []byte) []byte { return append(bytes.Clone(b), bytes.Repeat([]byte(" "), MaxEntryBytes)...) }},
+		{"oversized", func(b []byte) []byte {
+			return append(bytes.Clone(b), bytes.Repeat([]byte(" "), trustcache.MaxEntryBytes)...)
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCounter(t, t.TempDir())
-			dir := cacheDir(t)
-			mustLoad(t, c.path, dir, false)
+			c, dir := primed(t, false)
 			p, good := entryOf(t, dir, c.path)
 			if err := os.WriteFile(p, tc.corrupt(good), 0o600); err != nil {
 				t.Fatal(err)
@@ -375,9 +404,7 @@ func TestCacheCorruptEntry(t *testing.T) {
 			}
 			t.Logf("miss: %s", o.reason)
 			checkFacts(t, f)
-			if n := c.starts(t); n != 2 {
-				t.Fatalf("%d starts, want 2", n)
-			}
+			c.wantStarts(t, 2)
 			f2, _ := mustLoad(t, c.path, dir, true) // rebuilt
 			if !reflect.DeepEqual(f, f2) {
 				t.Fatal("the rebuilt entry holds other facts")
@@ -425,12 +452,7 @@ func TestCacheHostileEntry(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.root {
-				requireRoot(t)
-			}
-			c := newCounter(t, t.TempDir())
-			dir := cacheDir(t)
-			mustLoad(t, c.path, dir, false)
+			c, dir := primed(t, tc.root)
 			p, good := entryOf(t, dir, c.path)
 			tc.plant(t, p, good)
 			var log bytes.Buffer
@@ -442,9 +464,7 @@ func TestCacheHostileEntry(t *testing.T) {
 				t.Errorf("an untrusted entry was not warned about: %q", log.String())
 			}
 			checkFacts(t, f)
-			if n := c.starts(t); n != 2 {
-				t.Fatalf("%d starts, want 2", n)
-			}
+			c.wantStarts(t, 2)
 			// Replaced by a trusted entry of our own.
 			var st syscall.Stat_t
 			if err := syscall.Lstat(p, &st); err != nil {
@@ -483,12 +503,7 @@ func TestCacheHostileDir(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.root {
-				requireRoot(t)
-			}
-			c := newCounter(t, t.TempDir())
-			dir := cacheDir(t)
-			mustLoad(t, c.path, dir, false) // a valid entry is in there
+			c, dir := primed(t, tc.root)
 			use := tc.plant(t, dir)
 			t.Cleanup(func() { os.Chmod(dir, 0o700) })
 			before := openFDs(t)
@@ -503,9 +518,7 @@ func TestCacheHostileDir(t *testing.T) {
 			}
 			t.Logf("bypassed: %s", o.reason)
 			checkFacts(t, f)
-			if n := c.starts(t); n != 2 {
-				t.Fatalf("%d starts, want 2", n)
-			}
+			c.wantStarts(t, 2)
 			var st syscall.Stat_t
 			syscall.Lstat(dir, &st)
 			if tc.name == "mode 0755" && st.Mode&0o7777 != 0o755 {
@@ -531,16 +544,8 @@ func TestCacheUnusableDir(t *testing.T) {
 	for _, dir := range []string{filepath.Join(file, "psych"), filepath.Join(file, "a", "psych"), "/proc/psych-no-such-dir"} {
 		t.Run(dir, func(t *testing.T) {
 			c := newCounter(t, t.TempDir())
-			for range 2 {
-				f, o := mustLoad(t, c.path, dir, false)
-				if !o.bypassed || !o.unusable {
-					t.Fatalf("outcome %+v", o)
-				}
-				checkFacts(t, f)
-			}
-			if n := c.starts(t); n != 2 {
-				t.Fatalf("%d starts, want 2", n)
-			}
+			c.missTwice(t, func() (Facts, outcome, error) { return load(c.path, dir) },
+				func(o outcome) bool { return o.bypassed && o.unusable })
 		})
 	}
 }
@@ -553,13 +558,8 @@ func TestCacheEntryUnwritable(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, entryName(c.path)), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
-		f, o := mustLoad(t, c.path, dir, false)
-		if !o.untrusted || o.writeErr == nil {
-			t.Fatalf("outcome %+v", o)
-		}
-		checkFacts(t, f)
-	}
+	c.missTwice(t, func() (Facts, outcome, error) { return load(c.path, dir) },
+		func(o outcome) bool { return o.untrusted && o.writeErr != nil })
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
 		t.Fatalf("temporary files left behind: %v", entries)
@@ -568,16 +568,10 @@ func TestCacheEntryUnwritable(t *testing.T) {
 
 func TestCacheOff(t *testing.T) {
 	c := newCounter(t, t.TempDir())
-	for range 2 {
+	c.missTwice(t, func() (Facts, outcome, error) {
 		f, hit, err := Load(c.path, Options{Dir: NoCache})
-		if err != nil || hit {
-			t.Fatalf("hit %v err %v", hit, err)
-		}
-		checkFacts(t, f)
-	}
-	if n := c.starts(t); n != 2 {
-		t.Fatalf("%d starts, want 2", n)
-	}
+		return f, outcome{hit: hit}, err
+	}, nil)
 }
 
 func TestCacheConcurrentLoads(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/psych-runtime/psych/bootstrap"
 	"github.com/psych-runtime/psych/internal/eintr"
+	"github.com/psych-runtime/psych/sandbox/internal/trustcache"
 )
 
 // fileID is a file's identity: a replaced or rewritten file changes it.
@@ -166,7 +167,7 @@ const staleTemp = time.Hour
 // crashed writer left. It keeps everything else, entries of other formats
 // (another psych's) included, and never fails the Load.
 func prune(dfd int, keep string) {
-	ents, err := entries(dfd)
+	ents, err := trustcache.Entries(dfd)
 	if err != nil {
 		return
 	}
@@ -203,7 +204,7 @@ func openCache(dir string) (int, outcome) {
 			return -1, outcome{bypassed: true, reason: reasonNoHome}
 		}
 	}
-	dfd, untrusted, err := openDir(dir)
+	dfd, untrusted, err := trustcache.OpenDir(dir)
 	if err != nil {
 		return -1, outcome{bypassed: true, unusable: true, untrusted: untrusted, reason: err.Error()}
 	}
@@ -215,8 +216,7 @@ func openCache(dir string) (int, outcome) {
 func readEntry(dfd int, name string, k key) (Facts, bool, error) {
 	p, err := readPayload(dfd, name)
 	if err != nil {
-		var u untrustedError
-		return Facts{}, errors.As(err, &u), err
+		return Facts{}, errors.Is(err, trustcache.ErrUntrusted), err
 	}
 	if p.Key != k {
 		return Facts{}, false, fmt.Errorf("entry %s is for another interpreter file or bootstrap", name)
@@ -227,10 +227,10 @@ func readEntry(dfd int, name string, k key) (Facts, bool, error) {
 	return p.Facts, false, nil
 }
 
-// readPayload reads the entry name in the directory dfd (readBody) and
-// decodes its payload; the compiled bootstrap is the entry's tail.
+// readPayload reads the entry name in the directory dfd (trustcache.Read)
+// and decodes its payload; the compiled bootstrap is the entry's tail.
 func readPayload(dfd int, name string) (payload, error) {
-	body, code, err := readBody(dfd, name)
+	body, code, err := trustcache.Read(dfd, name)
 	if err != nil {
 		return payload{}, err
 	}
@@ -245,9 +245,8 @@ func readPayload(dfd int, name string) (payload, error) {
 	return p, nil
 }
 
-// writeEntry replaces the entry name in dfd atomically: a 0600 temporary
-// file beside it, fsync, rename over it, fsync of the directory. A symlink
-// or foreign file in its place is replaced, never followed.
+// writeEntry replaces the entry name in dfd atomically (trustcache.Write):
+// a symlink or foreign file in its place is replaced, never followed.
 func writeEntry(dfd int, name string, k key, f Facts) error {
 	code := f.Code
 	if code == nil {
@@ -261,5 +260,5 @@ func writeEntry(dfd int, name string, k key, f Facts) error {
 	if err != nil {
 		return fmt.Errorf("encode entry: %w", err)
 	}
-	return writeEnvelope(dfd, name, body, code)
+	return trustcache.Write(dfd, name, body, code)
 }

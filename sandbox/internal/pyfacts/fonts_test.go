@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/internal/testutil"
+	"github.com/psych-runtime/psych/sandbox/internal/trustcache"
 )
 
 // matplotlibPython is the test interpreter and its prefixes, where it has
@@ -92,7 +93,7 @@ func TestFontList(t *testing.T) {
 	}
 	defer unix.Close(dfd)
 	payload, _ := json.Marshal(blobPayload{Key: key})
-	if err := writeEnvelope(dfd, blobEntryName(name), payload, raw); err != nil {
+	if err := trustcache.Write(dfd, blobEntryName(name), payload, raw); err != nil {
 		t.Fatal(err)
 	}
 	if got, hit, err := LoadFontList(py, prefixes, opts); err != nil || hit || !sameFonts(got, fl) {

@@ -29,16 +29,13 @@
 // (its prefixes do not change, and the marshal format is fixed within a
 // Python minor version).
 //
-// Trust. The directory is created 0700 if missing and opened with
-// O_DIRECTORY|O_NOFOLLOW; it is used only if it is a directory owned by the
-// effective uid with mode exactly 0700 (checked with fstat on the opened
-// fd). Entries are opened relative to that fd with O_NOFOLLOW and used only
-// if fstat shows a regular file owned by the effective uid, mode exactly
-// 0600, one link and at most MaxEntryBytes. A symlink, a wrong owner or
-// mode, an oversized or malformed entry, a checksum or key mismatch, or facts
-// that fail the checks above: each is a miss, and the facts are recomputed
-// and the entry rewritten atomically (a 0600 temporary file in the
-// directory, fsync, rename, fsync of the directory). A directory that cannot
+// Trust is package trustcache's: the directory is used only if it is owned
+// by the effective uid with mode exactly 0700, and an entry only if it is
+// that uid's regular 0600 file with one link, at most
+// trustcache.MaxEntryBytes, whole and checksummed. A symlink, a wrong owner
+// or mode, an oversized or malformed entry, a checksum or key mismatch, or
+// facts that fail the checks above: each is a miss, and the facts are
+// recomputed and the entry rewritten atomically. A directory that cannot
 // be used (missing and uncreatable, not owned by the euid, another mode,
 // unwritable) never fails a run: the cache is bypassed and the facts are
 // computed, and the reason is logged (Warn for a cache that is not trusted
@@ -57,9 +54,9 @@
 // # Files
 //
 //   - pyfacts.go: Facts, Options, Load and the blobs' entry points, the
-//     facts learnt and checked.
-//   - trusted_unix.go: the trusted-file cache itself, whatever it holds:
-//     the directory and its entries checked, read and written atomically.
+//     facts learnt and checked. The cache itself, whatever it holds (the
+//     directory and its entries checked, read and written atomically), is
+//     package trustcache.
 //   - cache_unix.go: the interpreter facts' entries in it (key, load,
 //     prune); blob_unix.go: the blobs' entries; _other.go: no cache.
 //   - errors.go: the sentinel errors.
@@ -78,6 +75,7 @@ import (
 	"time"
 
 	"github.com/psych-runtime/psych/bootstrap"
+	"github.com/psych-runtime/psych/sandbox/internal/trustcache"
 )
 
 // Facts is what one interpreter start tells about an interpreter.
@@ -100,9 +98,6 @@ type Facts struct {
 // interpreter.
 const NoCache = "-"
 
-// MaxEntryBytes is the largest cache entry read; a larger one is a miss.
-const MaxEntryBytes = 2 << 20
-
 // Options configures Load. The zero value uses the default cache directory.
 type Options struct {
 	// Dir is the cache directory, absolute. Empty: $XDG_CACHE_HOME/psych
@@ -114,8 +109,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// formatVersion changes whenever an entry's layout or meaning does.
-const formatVersion = 2
+// formatVersion is the entries' (trustcache.Format), which names the facts'
+// entries too: another layout, another entry.
+const formatVersion = trustcache.Format
 
 // askTimeout bounds the one interpreter start of a miss.
 const askTimeout = 30 * time.Second

@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
-package pyfacts
+package trustcache
 
 import (
 	"bytes"
@@ -18,17 +18,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The trusted-file cache, apart from what it holds: a directory this euid
-// owns alone (0700, not a symlink), and entries in it read without
-// following a symlink, refused unless they are this euid's regular 0600
-// files with one link and under MaxEntryBytes, and checked against their
-// checksum; written whole or not at all. The interpreter's facts
-// (cache_unix.go) and the blobs (blob_unix.go) are kept in it.
-
-// openDir opens (creating it 0700 if missing) the cache directory and
+// OpenDir opens (creating it 0700 if missing) the cache directory and
 // checks it: a directory, not a symlink, owned by the euid, mode 0700.
 // untrusted says the directory exists but fails those checks.
-func openDir(dir string) (fd int, untrusted bool, err error) {
+func OpenDir(dir string) (fd int, untrusted bool, err error) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return -1, false, fmt.Errorf("create cache directory parent: %w", err)
 	}
@@ -83,17 +76,20 @@ func openDir(dir string) (fd int, untrusted bool, err error) {
 }
 
 // untrustedError is an entry that looked tampered with: a symlink, a
-// foreign owner, another mode, another link count, not a regular file.
+// foreign owner, another mode, another link count, not a regular file. It
+// is ErrUntrusted, and says which.
 type untrustedError struct{ msg string }
 
 func (e untrustedError) Error() string { return e.msg }
+
+func (e untrustedError) Is(target error) bool { return target == ErrUntrusted }
 
 func untrustedf(format string, args ...any) error {
 	return untrustedError{fmt.Sprintf(format, args...)}
 }
 
-// entries lists the cache directory open at dfd, which stays open.
-func entries(dfd int) ([]os.DirEntry, error) {
+// Entries lists the cache directory open at dfd, which stays open.
+func Entries(dfd int) ([]os.DirEntry, error) {
 	dup, err := unix.FcntlInt(uintptr(dfd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, os.NewSyscallError("fcntl", err)
@@ -103,10 +99,11 @@ func entries(dfd int) ([]os.DirEntry, error) {
 	return d.ReadDir(-1)
 }
 
-// readBody opens the entry name in the directory dfd without following a
+// Read opens the entry name in the directory dfd without following a
 // symlink, checks the opened file (fstat) and its checksum, and returns the
-// payload's bytes and the tail's.
-func readBody(dfd int, name string) (body, tail []byte, err error) {
+// payload's bytes and the tail's. An entry that looked tampered with is
+// ErrUntrusted; any error is a miss to its caller.
+func Read(dfd int, name string) (body, tail []byte, err error) {
 	var fd int
 	err = eintr.Retry(func() (err error) {
 		fd, err = unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
@@ -153,7 +150,7 @@ func readBody(dfd int, name string) (body, tail []byte, err error) {
 	return openEnvelope(name, data)
 }
 
-// openEnvelope checks an entry's exact layout, as writeEnvelope makes it,
+// openEnvelope checks an entry's exact layout, as Seal makes it,
 // and its checksum, and returns the payload's bytes and the tail's. It reads
 // the header line by its fixed layout, not as JSON, and the tail (a 45 KB
 // compiled bootstrap) as bytes: JSON would scan it four times on every hit.
@@ -162,17 +159,17 @@ func openEnvelope(name string, data []byte) (body, tail []byte, err error) {
 	if !ok {
 		return nil, nil, fmt.Errorf("entry %s is malformed: no header line", name)
 	}
-	prefix := fmt.Sprintf(`{"format":%d,"sha256":"`, formatVersion)
+	prefix := fmt.Sprintf(`{"format":%d,"sha256":"`, Format)
 	const sumLen, mid = 64, `","payload":`
 	rest, ok := bytes.CutPrefix(header, []byte(prefix))
 	if !ok {
 		var e struct {
 			Format int `json:"format"`
 		}
-		if json.Unmarshal(header, &e) == nil && e.Format != formatVersion {
-			return nil, nil, fmt.Errorf("entry %s has format %d, want %d", name, e.Format, formatVersion)
+		if json.Unmarshal(header, &e) == nil && e.Format != Format {
+			return nil, nil, fmt.Errorf("entry %s has format %d, want %d", name, e.Format, Format)
 		}
-		return nil, nil, fmt.Errorf("entry %s is malformed: no envelope of format %d", name, formatVersion)
+		return nil, nil, fmt.Errorf("entry %s is malformed: no envelope of format %d", name, Format)
 	}
 	if len(rest) < sumLen+len(mid) || !bytes.Equal(rest[sumLen:sumLen+len(mid)], []byte(mid)) {
 		return nil, nil, fmt.Errorf("entry %s is malformed: no checksum", name)
@@ -199,18 +196,26 @@ func envelopeSum(body, tail []byte) [32]byte {
 	return sum
 }
 
-// writeEnvelope writes body, a JSON value, and tail, any bytes, as the entry
-// name in dfd: the line {"format":N,"sha256":HEX,"payload":BODY}, then the
-// tail, the checksum over BODY's exact bytes, a line break and the tail
-// (envelopeSum); replaced atomically as writeEntry says.
-func writeEnvelope(dfd int, name string, body, tail []byte) (retErr error) {
+// Seal is an entry's bytes for body, a JSON value, and tail, any bytes:
+// the line {"format":N,"sha256":HEX,"payload":BODY}, then the tail, the
+// checksum over BODY's exact bytes, a line break and the tail
+// (envelopeSum).
+func Seal(body, tail []byte) []byte {
 	sum := envelopeSum(body, tail)
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, `{"format":%d,"sha256":"%s","payload":`, formatVersion, hex.EncodeToString(sum[:]))
+	fmt.Fprintf(&buf, `{"format":%d,"sha256":"%s","payload":`, Format, hex.EncodeToString(sum[:]))
 	buf.Write(body)
 	buf.WriteString("}\n")
 	buf.Write(tail)
+	return buf.Bytes()
+}
 
+// Write writes body and tail, sealed (Seal), as the entry name in dfd,
+// replacing it atomically: a 0600 temporary file beside it, fsync, rename
+// over it, fsync of the directory. A symlink or foreign file in its place
+// is replaced, never followed; a failed write leaves no temporary file.
+func Write(dfd int, name string, body, tail []byte) (retErr error) {
+	sealed := Seal(body, tail)
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	tmp := name + ".tmp-" + hex.EncodeToString(rnd[:])
@@ -234,7 +239,7 @@ func writeEnvelope(dfd int, name string, body, tail []byte) (retErr error) {
 	if err := unix.Fchmod(fd, 0o600); err != nil {
 		return fmt.Errorf("chmod entry %s: %w", tmp, os.NewSyscallError("fchmod", err))
 	}
-	if _, err := file.Write(buf.Bytes()); err != nil {
+	if _, err := file.Write(sealed); err != nil {
 		return fmt.Errorf("write entry %s: %w", tmp, err)
 	}
 	if err := file.Sync(); err != nil {
