@@ -1,6 +1,8 @@
 // Package testutil is psych's test support: the test interpreter and image,
 // whether the tests run in CI, the root rule, waiting, process markers, a
-// private containerd and one registry of re-exec helpers.
+// private containerd, one registry of re-exec helpers, and what a run's
+// tests set on the host for a program to reach (public directories, a host
+// service, Python's t(f)).
 //
 // Only _test.go files and packages under test/ import it
 // (test/importrules enforces this). It imports nothing of psych, so that

@@ -172,7 +172,7 @@ func TestRequireCgroupRefuses(t *testing.T) {
 		return
 	}
 	// As root, run this test again from a copy of the binary as uid 1000.
-	dir := publicTempDir(t)
+	dir := testutil.PublicDir(t, "", "psych-test-", 0o755)
 	bin := filepath.Join(dir, "subprocess.test")
 	src, err := os.Open(os.Args[0])
 	if err != nil {

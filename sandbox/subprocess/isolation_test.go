@@ -128,14 +128,7 @@ type fallbackReport struct {
 // world-readable file in a directory of the host's /tmp, its own TMPDIR
 // and the socket domains, and says what each gave.
 func fallbackReach(secret string) string {
-	return fmt.Sprintf(`import os, socket
-def t(f):
-    try:
-        f()
-        return "ok"
-    except OSError as e:
-        return type(e).__name__
-def w():
+	return fmt.Sprintf("import os, socket\n"+testutil.PyTry+`def w():
     p = os.path.join(os.environ["TMPDIR"], "x")
     with open(p, "w") as f:
         f.write("x")
@@ -309,23 +302,11 @@ func TestFallbackRootNamespaces(t *testing.T) {
 	if s.userns || !s.fallback.rootNS {
 		t.Fatalf("userns %v, rootNS %v: want the fallback with namespaces", s.userns, s.fallback.rootNS)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	code := fmt.Sprintf(`import os, socket
-def t(f):
-    try:
-        f()
-        return "ok"
-    except OSError as e:
-        return type(e).__name__
-with open(os.path.join(os.environ["TMPDIR"], "x"), "w") as f:
+	port := testutil.HostService(t)
+	code := fmt.Sprintf("import os, socket\n"+testutil.PyTry+`with open(os.path.join(os.environ["TMPDIR"], "x"), "w") as f:
     f.write("x")
 [sorted(os.listdir("/")), socket.gethostname(), os.getuid(), os.getpid(), os.environ["HOME"],
- t(lambda: socket.create_connection(("127.0.0.1", %d), timeout=2).close()), open("/etc/passwd").read().count(":%%d:" %% os.getuid())]`,
-		ln.Addr().(*net.TCPAddr).Port)
+ t(lambda: socket.create_connection(("127.0.0.1", %d), timeout=2).close()), open("/etc/passwd").read().count(":%%d:" %% os.getuid())]`, port)
 	res, err := s.Run(context.Background(), sandbox.Request{Code: code})
 	if err != nil {
 		t.Fatal(err)

@@ -26,27 +26,12 @@ func requireRoot(t *testing.T) {
 	testutil.RequireRoot(t, "a root host")
 }
 
-// publicTempDir is a fresh directory that every user may enter (t.TempDir's
-// parent is 0700), removed after the test.
-func publicTempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "psych-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 func TestCheckExecutable(t *testing.T) {
 	requireRoot(t)
 	if err := checkExecutable(testPython(), nobodyID, nobodyID); err != nil {
 		t.Fatalf("nobody cannot run %s: %v", testPython(), err)
 	}
-	outer := publicTempDir(t)
+	outer := testutil.PublicDir(t, "", "psych-test-", 0o755)
 	private := filepath.Join(outer, "private")
 	if err := os.Mkdir(private, 0o700); err != nil {
 		t.Fatal(err)
@@ -309,7 +294,7 @@ func TestCancelLeavesNothing(t *testing.T) {
 // write, is a configuration error at construction, not a failed first run.
 func TestTmpBaseChecks(t *testing.T) {
 	requireRoot(t)
-	outer := publicTempDir(t)
+	outer := testutil.PublicDir(t, "", "psych-test-", 0o755)
 	closed := filepath.Join(outer, "closed")
 	os.Mkdir(closed, 0o700)
 	_, err := New(Config{PythonBin: testPython(), TmpBase: filepath.Join(closed, "runs")})

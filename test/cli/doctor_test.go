@@ -162,10 +162,7 @@ func TestDoctorHere(t *testing.T) {
 // --require-cgroup.
 func TestDoctorRequireCgroupUnprivileged(t *testing.T) {
 	requireRoot(t, "to run the doctor as uid 1000")
-	dir := t.TempDir()
-	os.Chmod(filepath.Dir(dir), 0o755) // testing's own, 0700
-	os.Chmod(dir, 0o755)
-	bin := copyBins(t, dir)
+	dir, bin := publicBins(t)
 	home := filepath.Join(dir, "home")
 	if err := os.Mkdir(home, 0o700); err != nil {
 		t.Fatal(err)

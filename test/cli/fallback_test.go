@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,44 +73,21 @@ func TestRunWithoutUserNamespaces(t *testing.T) {
 		t.Fatal("setpriv (util-linux) drops to the unprivileged id: ", err)
 	}
 	const user = 1000
-	dir := t.TempDir()
-	os.Chmod(filepath.Dir(dir), 0o755) // testing's own, 0700
-	os.Chmod(dir, 0o755)
-	bin := copyBins(t, dir)
+	dir, bin := publicBins(t)
 	home := filepath.Join(dir, "home")
 	secret := filepath.Join(dir, "secret")
 	if err := errors.Join(os.Mkdir(home, 0o700), os.Chown(home, user, user), os.WriteFile(secret, []byte("s"), 0o644)); err != nil {
 		t.Fatal(err)
 	}
 	// A host service the program must not reach without --network.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	program := fmt.Sprintf(`import os, socket
-def t(f):
-    try:
-        f()
-        return "ok"
-    except OSError as e:
-        return type(e).__name__
-def own():
+	port := testutil.HostService(t)
+	program := fmt.Sprintf("import os, socket\n"+testutil.PyTry+`def own():
     with open(os.path.join(os.environ["TMPDIR"], "x"), "w") as f:
         f.write("x")
     os.listdir(".")
 {"home": t(lambda: os.listdir("/home")), "secret": t(lambda: open(%q).read()), "own": t(own),
  "connect": t(lambda: socket.create_connection(("127.0.0.1", %d), timeout=5).close()),
- "inet6": t(lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).close())}`, secret, ln.Addr().(*net.TCPAddr).Port)
+ "inet6": t(lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).close())}`, secret, port)
 
 	for _, uid := range []int{user, 0} {
 		// Refused unless asked for, with --require-isolation (no effect)

@@ -39,10 +39,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// copyBins copies psych and psych-full into dir and returns psych's
-// path there.
-func copyBins(t *testing.T, dir string) string {
+// publicBins is a fresh directory every user may enter, with psych and
+// psych-full copied into it, and the copy of psych: for the tests that run
+// the CLI as another user, who cannot reach the test's own.
+func publicBins(t *testing.T) (dir, bin string) {
 	t.Helper()
+	dir = testutil.PublicDir(t, "", "psych-cli-", 0o755)
 	for _, name := range []string{"psych", "psych-full"} {
 		b, err := os.ReadFile(filepath.Join(filepath.Dir(psychBin), name))
 		if err != nil {
@@ -52,7 +54,7 @@ func copyBins(t *testing.T, dir string) string {
 			t.Fatal(err)
 		}
 	}
-	return filepath.Join(dir, "psych")
+	return dir, filepath.Join(dir, "psych")
 }
 
 func testPython() string { return testutil.Python() }

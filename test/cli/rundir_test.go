@@ -17,10 +17,7 @@ import (
 // that is set.
 func TestRunDirNotPreClaimed(t *testing.T) {
 	requireRoot(t, "to run psych as uid 1000 beside a directory of uid 1001")
-	dir := t.TempDir()
-	os.Chmod(filepath.Dir(dir), 0o755) // testing's own, 0700
-	os.Chmod(dir, 0o755)
-	bin := copyBins(t, dir)
+	dir, bin := publicBins(t)
 	mk := func(path string, mode os.FileMode, uid int) string {
 		t.Helper()
 		if err := os.Mkdir(path, mode); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 )
 
@@ -264,21 +264,7 @@ func (s *suite) denialProbes(t *testing.T) {
 }
 
 func (s *suite) networkEmpty(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := testutil.HostService(t)
 	code := fmt.Sprintf("import socket, errno\nout = {'ifaces': socket.if_nameindex()}\n"+
 		"s = socket.socket(); s.settimeout(3)\n"+
 		"try: s.connect(('127.0.0.1', %d)); out['tcp'] = 'connected'\n"+

@@ -46,15 +46,7 @@ func requireRoot(t *testing.T) {
 // interpreter is refused), removed after the test.
 func publicDir(t *testing.T, name string) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("/var/lib", "psych-soak-"+name+"-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
+	return testutil.PublicDir(t, "/var/lib", "psych-soak-"+name+"-", 0o711)
 }
 
 // mountTmpfs mounts a tmpfs of opts on dir until the test ends.
@@ -181,12 +173,9 @@ func TestFaultTmpBaseFull(t *testing.T) {
 			if err != nil {
 				t.Fatalf("New on a small tmpfs: %v", err)
 			}
-			wantValue(t, run(t, s, context.Background(), sandbox.Request{Code: "1"}), "1")
-			free := fill(t, base, blocksOnly)
-			wantCleanOrFault(t, run(t, s, context.Background(), sandbox.Request{Code: "1"}), "1", "no space left on device")
-			wantNoneLeft(t, "a run on a full file system", func() []string { return subprocessLeftovers(base, cgroups.Config{}) })
-			free()
-			wantValue(t, run(t, s, context.Background(), sandbox.Request{Code: "2"}), "2")
+			runsAroundFull(t, s, base, blocksOnly, func() {
+				wantNoneLeft(t, "a run on a full file system", func() []string { return subprocessLeftovers(base, cgroups.Config{}) })
+			})
 			wantNoneLeft(t, "a run after the space came back", func() []string { return subprocessLeftovers(base, cgroups.Config{}) })
 		})
 	}
@@ -203,17 +192,29 @@ func TestFaultRunBaseFull(t *testing.T) {
 			mountTmpfs(t, base, "size=256m,nr_inodes=4096,mode=0711")
 			s := openContainerd(t, "", container.Config{RunBase: base})
 			t.Cleanup(func() { s.Close() })
-			wantValue(t, run(t, s, context.Background(), sandbox.Request{Code: "1"}), "1")
-			free := fill(t, base, blocksOnly)
-			wantCleanOrFault(t, run(t, s, context.Background(), sandbox.Request{Code: "1"}), "1", "no space left on device")
-			free()
-			wantValue(t, run(t, s, context.Background(), sandbox.Request{Code: "2"}), "2")
+			runsAroundFull(t, s, base, blocksOnly, nil)
 			if err := s.Close(); err != nil {
 				t.Errorf("Close: %v", err)
 			}
 			wantNoneLeft(t, "runs on a full file system", func() []string { return containerdLeftovers(t, container.DefaultContainerdAddress, base) })
 		})
 	}
+}
+
+// runsAroundFull runs a program on s, fills base (its blocks, or its
+// inodes as well), runs one that must end clean or in a host fault that
+// says there is no space, calls whileFull (where not nil), frees the room
+// and runs one that must succeed again.
+func runsAroundFull(t *testing.T, s sandbox.Sandbox, base string, blocksOnly bool, whileFull func()) {
+	t.Helper()
+	wantValue(t, run(t, s, context.Background(), sandbox.Request{Code: "1"}), "1")
+	free := fill(t, base, blocksOnly)
+	wantCleanOrFault(t, run(t, s, context.Background(), sandbox.Request{Code: "1"}), "1", "no space left on device")
+	if whileFull != nil {
+		whileFull()
+	}
+	free()
+	wantValue(t, run(t, s, context.Background(), sandbox.Request{Code: "2"}), "2")
 }
 
 // wantCleanOrFault checks the run's own clean result (value v), or a clear
