@@ -148,6 +148,36 @@ func TestDecodeRunRequest(t *testing.T) {
 	}
 }
 
+// TestDecodeCallRequest: a direct call's body is decoded strictly, must
+// name a tool, and its id and bindings are checked; an empty id is left
+// for the caller to assign.
+func TestDecodeCallRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, refusal string // refusal: the message's start; "" accepts
+	}{
+		{"plain", `{"tool":"echo","args":{"a":1}}`, ""},
+		{"with id", `{"id":"c-1","tool":"echo"}`, ""},
+		{"strict", `{"tool":"echo","tol":1}`, ErrBadRequest.Error()},
+		{"no tool", `{"id":"c-1"}`, "tool: required"},
+		{"bad id", `{"id":"../x","tool":"echo"}`, "id: "},
+		{"bad tool name", `{"tool":"echo","bindings":[{"name":"not a name"}]}`, "bindings: "},
+	} {
+		req, e := DecodeCallRequest([]byte(tc.body))
+		switch {
+		case (req == nil) == (e == nil):
+			t.Errorf("%s: request %v and error %v", tc.name, req, e)
+		case tc.refusal == "" && e != nil:
+			t.Errorf("%s: refused: %v", tc.name, e)
+		case tc.refusal != "" && e == nil:
+			t.Errorf("%s: accepted (id %q, tool %q)", tc.name, req.ID, req.Tool)
+		case e != nil && (e.Code != CodeInvalidRequest || !strings.HasPrefix(e.Message, tc.refusal)):
+			t.Errorf("%s: %+v, want %s starting %q", tc.name, e, CodeInvalidRequest, tc.refusal)
+		case e == nil && req.Tool != "echo":
+			t.Errorf("%s: tool %q, want echo", tc.name, req.Tool)
+		}
+	}
+}
+
 // TestCodeOf: a status and its code go both ways (a 503 without a body is
 // not_ready, a status no code has is host_fault); a code only a stream
 // carries is a 500.

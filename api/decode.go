@@ -63,6 +63,30 @@ func DecodeRunRequest(body []byte) (*RunRequest, *Error) {
 	return &req, nil
 }
 
+// DecodeCallRequest decodes a direct call's body strictly and checks what
+// needs no server: its id, if it has one, that it names a tool, and its
+// bindings, as POST /v1/calls and psych call --events both do. Every
+// refusal is an invalid_request naming what is wrong; an empty id is the
+// caller's to assign.
+func DecodeCallRequest(body []byte) (*CallRequest, *Error) {
+	var req CallRequest
+	if err := DecodeStrict(body, &req); err != nil {
+		return nil, invalid("%v", err)
+	}
+	if req.ID != "" {
+		if err := sandbox.CheckID(req.ID); err != nil {
+			return nil, invalid("id: %v", err)
+		}
+	}
+	if req.Tool == "" {
+		return nil, invalid("tool: required")
+	}
+	if e := CheckTools(req.Bindings); e != nil {
+		return nil, e
+	}
+	return &req, nil
+}
+
 func invalid(format string, args ...any) *Error {
 	return &Error{Code: CodeInvalidRequest, Message: fmt.Sprintf(format, args...)}
 }

@@ -317,24 +317,13 @@ func (s *Server) postCall(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	defer func() { release(time.Since(start)) }()
-	var req api.CallRequest
-	if err := api.DecodeStrict(body, &req); err != nil {
-		s.refuse(w, r, invalid("%v", err))
+	req, e := api.DecodeCallRequest(body)
+	if e != nil {
+		s.refuse(w, r, e)
 		return
 	}
 	if req.ID == "" {
 		req.ID = ulid.Make().String()
-	} else if err := sandbox.CheckID(req.ID); err != nil {
-		s.refuse(w, r, invalid("id: %v", err))
-		return
-	}
-	if req.Tool == "" {
-		s.refuse(w, r, invalid("tool: required"))
-		return
-	}
-	if e := api.CheckTools(req.Bindings); e != nil {
-		s.refuse(w, r, e)
-		return
 	}
 	ctx, cancel, stop := s.runContext(r)
 	defer stop()

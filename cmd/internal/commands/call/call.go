@@ -62,20 +62,12 @@ func call(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	o := run.ExecOptions{DemoTools: demo, Store: store}
 	return run.Serve(stdin, nil, stdout, stderr, func(ctx context.Context, line []byte, st *eventstream.Stdio) api.Event {
-		var req api.CallRequest
-		if err := api.DecodeStrict(line, &req); err != nil {
-			return errorEvent(api.CodeInvalidRequest, err.Error())
+		req, e := api.DecodeCallRequest(line)
+		if e != nil {
+			return api.Event{Event: api.EventError, Error: e}
 		}
 		if req.ID == "" {
 			req.ID = ulid.Make().String()
-		} else if err := sandbox.CheckID(req.ID); err != nil {
-			return errorEvent(api.CodeInvalidRequest, "id: "+err.Error())
-		}
-		if req.Tool == "" {
-			return errorEvent(api.CodeInvalidRequest, "tool: required")
-		}
-		if e := api.CheckTools(req.Bindings); e != nil {
-			return api.Event{Event: api.EventError, Error: e}
 		}
 		var sb sandbox.Sandbox
 		if req.Tool == psych.RunCode { // the only tool that needs one
@@ -87,14 +79,10 @@ func call(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			sb = s
 		}
 		st.Send(api.Event{Event: api.EventStarted, ID: req.ID})
-		out, err := full.Call(ctx, sb, &req, o, st)
+		out, err := full.Call(ctx, sb, req, o, st)
 		if err != nil {
 			return api.Event{Event: api.EventError, Error: run.ErrorOf(ctx, err)}
 		}
 		return api.Event{Event: api.EventOutcome, Outcome: out}
 	})
-}
-
-func errorEvent(code, msg string) api.Event {
-	return api.Event{Event: api.EventError, Error: &api.Error{Code: code, Message: msg}}
 }
