@@ -277,4 +277,16 @@ func TestReadToken(t *testing.T) {
 	if _, err := ReadToken(short); err == nil {
 		t.Error("a 3-byte token was accepted")
 	}
+	large := filepath.Join(dir, "large")
+	os.WriteFile(large, []byte("0123456789abcdef0123\n"+strings.Repeat("x", maxTokenFile)), 0o600)
+	if _, err := ReadToken(large); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("a token file over %d bytes: %v, want refused", maxTokenFile, err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadToken(fifo); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("a FIFO: %v, want refused without waiting for a writer", err)
+	}
 }

@@ -40,7 +40,7 @@ class Served:
         self.dir = tempfile.mkdtemp(prefix="psych-py-serve-")
         self.sock = os.path.join(self.dir, "api.sock")
         tokfile = os.path.join(self.dir, "token")
-        with open(tokfile, "w") as f:
+        with os.fdopen(os.open(tokfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
             f.write(TOKEN)
         s = socket.socket()
         s.bind(("127.0.0.1", 0))

@@ -152,12 +152,12 @@ func command(args []string, stderr io.Writer) int {
 	}
 	var token string
 	if f.tokenFile != "" {
-		b, err := os.ReadFile(f.tokenFile)
+		t, err := server.ReadToken(f.tokenFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "psych serve: --token-file: %v\n", err)
 			return cli.ExitUsage
 		}
-		token = strings.TrimSpace(string(b))
+		token = t
 	}
 	caps := sandbox.Limits{
 		CPUSeconds: f.maxCPU, WallSeconds: f.maxWall, ApprovalSeconds: f.maxApproval,

@@ -13,10 +13,14 @@ import (
 // TestRefusedBeforeServing: what psych serve refuses it refuses at once,
 // exit 2, before it makes a sandbox: a TCP listener without a token, a
 // negative bound, an address it does not understand, an argument, a
-// module to preload without a pool or that is no module name.
+// module to preload without a pool or that is no module name, a token
+// file its group may read.
 func TestRefusedBeforeServing(t *testing.T) {
 	token := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(token, []byte("0123456789abcdef\n"), 0o600)
+	shared := filepath.Join(t.TempDir(), "shared")
+	os.WriteFile(shared, []byte("0123456789abcdef\n"), 0o600)
+	os.Chmod(shared, 0o640)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -28,6 +32,7 @@ func TestRefusedBeforeServing(t *testing.T) {
 		{[]string{"--max-runs", "-1"}, "--max-runs: must not be negative"},
 		{[]string{"--queue-timeout", "-1s"}, "--queue-timeout: must not be negative"},
 		{[]string{"--token-file", "/nonexistent/token"}, "--token-file"},
+		{[]string{"--listen", "tcp://127.0.0.1:0", "--token-file", shared}, "others may read it"},
 		{[]string{"--metrics-listen", "tls://127.0.0.1:0", "--listen", "unix://" + filepath.Join(t.TempDir(), "s.sock")}, "--metrics-listen"},
 		{[]string{"extra"}, "takes no arguments"},
 		{[]string{"--preload", "pandas"}, "--preload needs --pool"},
