@@ -49,42 +49,38 @@ func DecodeStrict(data []byte, v any) error {
 // refusal is an invalid_request naming what is wrong.
 func DecodeRunRequest(body []byte) (*RunRequest, *Error) {
 	var req RunRequest
-	if err := DecodeStrict(body, &req); err != nil {
-		return nil, invalid("%v", err)
-	}
-	if req.ID != "" {
-		if err := sandbox.CheckID(req.ID); err != nil {
-			return nil, invalid("id: %v", err)
-		}
-	}
-	if e := CheckTools(req.Bindings); e != nil {
+	if e := decodeRequest(body, &req, &req.ID, &req.Bindings); e != nil {
 		return nil, e
 	}
 	return &req, nil
 }
 
-// DecodeCallRequest decodes a direct call's body strictly and checks what
-// needs no server: its id, if it has one, that it names a tool, and its
-// bindings, as POST /v1/calls and psych call --events both do. Every
-// refusal is an invalid_request naming what is wrong; an empty id is the
-// caller's to assign.
+// DecodeCallRequest decodes a direct call's body as DecodeRunRequest does
+// a run's, and refuses one that names no tool, as POST /v1/calls and
+// psych call --events both do. An empty id is the caller's to assign.
 func DecodeCallRequest(body []byte) (*CallRequest, *Error) {
 	var req CallRequest
-	if err := DecodeStrict(body, &req); err != nil {
-		return nil, invalid("%v", err)
-	}
-	if req.ID != "" {
-		if err := sandbox.CheckID(req.ID); err != nil {
-			return nil, invalid("id: %v", err)
-		}
+	if e := decodeRequest(body, &req, &req.ID, &req.Bindings); e != nil {
+		return nil, e
 	}
 	if req.Tool == "" {
 		return nil, invalid("tool: required")
 	}
-	if e := CheckTools(req.Bindings); e != nil {
-		return nil, e
-	}
 	return &req, nil
+}
+
+// decodeRequest decodes body strictly into v, then checks the id and the
+// bindings v holds (id and tools point into v).
+func decodeRequest(body []byte, v any, id *string, tools *[]Tool) *Error {
+	if err := DecodeStrict(body, v); err != nil {
+		return invalid("%v", err)
+	}
+	if *id != "" {
+		if err := sandbox.CheckID(*id); err != nil {
+			return invalid("id: %v", err)
+		}
+	}
+	return CheckTools(*tools)
 }
 
 func invalid(format string, args ...any) *Error {
