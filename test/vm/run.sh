@@ -48,7 +48,9 @@ VM_LOG=${VM_LOG:-$repo/build/vm-test.log}
 CACHE=${PSYCH_VM_CACHE:-/var/cache/psych/vm}
 
 SUITE=bookworm
-ROOTFS_PACKAGES=python3,libseccomp2,procps,kmod,netbase,ca-certificates # the view binds services, protocols and the trust store
+# The view binds services, protocols, the trust store and /etc/fonts
+# (fontconfig: TestViewFontconfig runs fc-list in a run).
+ROOTFS_PACKAGES=python3,libseccomp2,procps,kmod,netbase,ca-certificates,fontconfig
 # The tests that are the host lane's, not this one's (testutil.HostLaneOnly
 # prints PSYCH-HOST-LANE-ONLY: NAME): the fallbacks' whole contract suites
 # and a few hundred imports pass the per-binary timeout under TCG, and the
@@ -56,7 +58,7 @@ ROOTFS_PACKAGES=python3,libseccomp2,procps,kmod,netbase,ca-certificates # the vi
 # fails the lane.
 VM_HOST_ONLY='^(TestContractRootFallback|TestContractLandlockFallback|TestDebianModulesImportInRun|TestContract[A-Za-z]*/(DataLibraries|Preload|Figures(Two|ShowTwice|Closed|OverCap|Forged|FontCache)))$'
 # Bump when the rootfs recipe changes: the cache is rebuilt on a mismatch.
-ROOTFS_RECIPE=2
+ROOTFS_RECIPE=3
 
 log() { echo "vm-test: [$(($(date +%s) - t0))s] $*" >&2; }
 die() {
