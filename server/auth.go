@@ -6,7 +6,6 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -135,47 +134,4 @@ func (a authConfig) peer(l *Listener, r *http.Request) (Peer, *api.Error) {
 		return Peer{}, &api.Error{Code: api.CodeUnauthorized, Message: "the token is not valid"}
 	}
 	return Peer{Key: "token:" + hex.EncodeToString(sum[:6])}, nil
-}
-
-// maxTokenFile bounds what ReadToken reads of a token file.
-const maxTokenFile = 4 << 10
-
-// ReadToken reads a token file (psych serve's --token-file): its first
-// line, which must be at least 16 bytes; a file that is not regular, that
-// its group or others can read, or that is over 4 KiB is refused.
-func ReadToken(path string) (string, error) {
-	// Stat first: opening a FIFO would wait for its writer.
-	if fi, err := os.Stat(path); err != nil {
-		return "", fmt.Errorf("read token: %w", err)
-	} else if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("read token %s: not a regular file", path)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("read token: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("read token: %w", err)
-	}
-	switch {
-	case !fi.Mode().IsRegular():
-		return "", fmt.Errorf("read token %s: not a regular file", path)
-	case fi.Mode().Perm()&0o077 != 0:
-		return "", fmt.Errorf("read token %s: mode %v: others may read it (want 0600 or 0400)", path, fi.Mode().Perm())
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
-	if err != nil {
-		return "", fmt.Errorf("read token: %w", err)
-	}
-	if len(b) > maxTokenFile {
-		return "", fmt.Errorf("read token %s: larger than %d bytes", path, maxTokenFile)
-	}
-	tok, _, _ := strings.Cut(string(b), "\n")
-	tok = strings.TrimSpace(tok)
-	if len(tok) < 16 {
-		return "", fmt.Errorf("read token %s: shorter than 16 bytes", path)
-	}
-	return tok, nil
 }

@@ -259,34 +259,3 @@ func TestAuthToken(t *testing.T) {
 		t.Errorf("the handler ran for %v; want once, for the token's peer", reached)
 	}
 }
-
-func TestReadToken(t *testing.T) {
-	dir := t.TempDir()
-	good := filepath.Join(dir, "good")
-	os.WriteFile(good, []byte("0123456789abcdef0123\nignored\n"), 0o600)
-	if tok, err := ReadToken(good); err != nil || tok != "0123456789abcdef0123" {
-		t.Errorf("ReadToken = %q, %v", tok, err)
-	}
-	open := filepath.Join(dir, "open")
-	os.WriteFile(open, []byte("0123456789abcdef0123\n"), 0o644)
-	if _, err := ReadToken(open); err == nil {
-		t.Error("a token file others can read was accepted")
-	}
-	short := filepath.Join(dir, "short")
-	os.WriteFile(short, []byte("abc\n"), 0o600)
-	if _, err := ReadToken(short); err == nil {
-		t.Error("a 3-byte token was accepted")
-	}
-	large := filepath.Join(dir, "large")
-	os.WriteFile(large, []byte("0123456789abcdef0123\n"+strings.Repeat("x", maxTokenFile)), 0o600)
-	if _, err := ReadToken(large); err == nil || !strings.Contains(err.Error(), "larger than") {
-		t.Errorf("a token file over %d bytes: %v, want refused", maxTokenFile, err)
-	}
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ReadToken(fifo); err == nil || !strings.Contains(err.Error(), "not a regular file") {
-		t.Errorf("a FIFO: %v, want refused without waiting for a writer", err)
-	}
-}

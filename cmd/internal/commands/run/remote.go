@@ -50,12 +50,12 @@ func remote(f *flags, fs *flag.FlagSet, stdin io.Reader, stdout, stderr io.Write
 	}
 	token := os.Getenv("PSYCH_TOKEN")
 	if f.tokenFile != "" {
-		b, err := os.ReadFile(f.tokenFile)
+		t, err := api.ReadToken(f.tokenFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "psych run: --token-file: %v\n", err)
 			return cli.ExitUsage
 		}
-		token = strings.TrimSpace(string(b))
+		token = t
 	}
 	c, err := client.New(f.host, client.Options{Token: token})
 	if err != nil {

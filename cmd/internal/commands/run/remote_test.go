@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/psych-runtime/psych/api"
@@ -53,7 +54,14 @@ func TestRemoteExitCodes(t *testing.T) {
 		io.WriteString(w, `{"event":"started","id":"r1"}`+"\n"+`{"event":"stdout","data":"hi\n"}`+"\n"+`{"event":"result","result":`+result+`}`+"\n")
 	}
 	tokenFile := filepath.Join(t.TempDir(), "token")
-	os.WriteFile(tokenFile, []byte("tok3n\n"), 0o600)
+	os.WriteFile(tokenFile, []byte("tok3n-0123456789\n"), 0o600)
+	shared := filepath.Join(t.TempDir(), "shared")
+	os.WriteFile(shared, []byte("tok3n-0123456789\n"), 0o600)
+	os.Chmod(shared, 0o644)
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("PSYCH_CL_TEST", "from-env")
 	for _, tc := range []struct {
 		name   string
@@ -64,6 +72,8 @@ func TestRemoteExitCodes(t *testing.T) {
 		stderr string
 	}{
 		{"json", ok, []string{"--json", "--token-file", tokenFile, "--env", "PSYCH_CL_TEST", "--env", "B=c", "--cpu-seconds", "3"}, cli.ExitOK, result + "\n", ""},
+		{"token file others read", ok, []string{"--token-file", shared}, cli.ExitUsage, "", "others may read or write it"},
+		{"token file a FIFO", ok, []string{"--token-file", fifo}, cli.ExitUsage, "", "not a regular file"},
 		{"text", ok, nil, cli.ExitOK, "hi\n[1,2]\n", "psych: ok in 0.500s"},
 		{"429", refuse(429, api.CodeCapacityExhausted), nil, cli.ExitRetry, "", "retry after 2s"},
 		{"503", refuse(503, api.CodeDraining), nil, cli.ExitRetry, "", "draining"},
@@ -91,7 +101,7 @@ func TestRemoteExitCodes(t *testing.T) {
 			}
 		})
 	}
-	if gotAuth != "Bearer tok3n" || !strings.Contains(gotBody, `"env":{"B":"c","PSYCH_CL_TEST":"from-env"}`) || !strings.Contains(gotBody, `"cpu_seconds":3`) {
+	if gotAuth != "Bearer tok3n-0123456789" || !strings.Contains(gotBody, `"env":{"B":"c","PSYCH_CL_TEST":"from-env"}`) || !strings.Contains(gotBody, `"cpu_seconds":3`) {
 		t.Errorf("the json case sent %q, %s", gotAuth, gotBody)
 	}
 

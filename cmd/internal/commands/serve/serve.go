@@ -152,7 +152,7 @@ func command(args []string, stderr io.Writer) int {
 	}
 	var token string
 	if f.tokenFile != "" {
-		t, err := server.ReadToken(f.tokenFile)
+		t, err := api.ReadToken(f.tokenFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "psych serve: --token-file: %v\n", err)
 			return cli.ExitUsage

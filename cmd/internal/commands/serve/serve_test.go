@@ -32,7 +32,7 @@ func TestRefusedBeforeServing(t *testing.T) {
 		{[]string{"--max-runs", "-1"}, "--max-runs: must not be negative"},
 		{[]string{"--queue-timeout", "-1s"}, "--queue-timeout: must not be negative"},
 		{[]string{"--token-file", "/nonexistent/token"}, "--token-file"},
-		{[]string{"--listen", "tcp://127.0.0.1:0", "--token-file", shared}, "others may read it"},
+		{[]string{"--listen", "tcp://127.0.0.1:0", "--token-file", shared}, "its group may read or write it"},
 		{[]string{"--metrics-listen", "tls://127.0.0.1:0", "--listen", "unix://" + filepath.Join(t.TempDir(), "s.sock")}, "--metrics-listen"},
 		{[]string{"extra"}, "takes no arguments"},
 		{[]string{"--preload", "pandas"}, "--preload needs --pool"},
