@@ -158,6 +158,33 @@ func TestDisconnect(t *testing.T) {
 	}
 }
 
+// TestStalledReaderCancels: a client that keeps its connection open but
+// stops reading blocks the stream's writes; past WriteTimeout the write
+// fails, the client is gone, and so is its run, though the client never
+// cancelled its request.
+func TestStalledReaderCancels(t *testing.T) {
+	ts := newTestServer(t, serverOpts{cfg: func(c *Config) { c.WriteTimeout = 500 * time.Millisecond }})
+	marker := tu.NewMarker("psych-server-stalled")
+	// 1 MiB (the stdout cap) is more than the socket and the client's
+	// transport buffer, and less than the stream's 4 MiB: only the write
+	// deadline can end this.
+	code := "import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', '" + marker + "'])\n" +
+		"for i in range(4096):\n    sys.stdout.write('x' * 255 + '\\n')\nsys.stdout.flush()\ntime.sleep(60)"
+	req, _ := http.NewRequest("POST", "http://psych/v1/runs", strings.NewReader(jsonString(api.RunRequest{Code: code})))
+	req.Header.Set("Accept", api.MediaNDJSON)
+	resp, err := ts.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close() // read nothing until the run is gone
+	tu.WaitFor(t, 10*time.Second, "the program's child", func() bool { return len(tu.ProcessesWith(marker)) > 0 })
+	tu.WaitFor(t, 20*time.Second, "the run's processes gone", func() bool { return len(tu.ProcessesWith(marker)) == 0 })
+	tu.WaitFor(t, 10*time.Second, "the slot back", func() bool { n, _ := ts.adm.counts(); return n == 0 })
+	if got := counterValue(t, ts.met.runs.WithLabelValues(outcomeCancelled, "", "false")); got != 1 {
+		t.Fatalf("psych_runs_total{outcome=cancelled} = %v, want 1", got)
+	}
+}
+
 // TestSlowConsumer: a client that reads nothing falls behind by more than
 // the stream's buffer: its stream ends with error{slow_consumer} and its
 // run is cancelled.
