@@ -126,6 +126,8 @@ func coldLabel(why string) string {
 		return "limits"
 	case strings.Contains(why, "preloaded"):
 		return "preload"
+	case strings.Contains(why, "as the interpreter starts"):
+		return "start_env"
 	case strings.Contains(why, "no pooled sandbox"):
 		return "none_ready"
 	case strings.Contains(why, "dispatch"):

@@ -14,6 +14,7 @@ func TestColdLabel(t *testing.T) {
 		"env PANDAS_X is read by the preloaded modules at import":                             "preload",
 		"env OPENBLAS_NUM_THREADS may be read at import by the preloaded numpy (C libraries)": "preload",
 		"env X: the preloaded modules read the whole environment at import":                   "preload",
+		"env LD_PRELOAD is read by the loader or libc as the interpreter starts":              "start_env",
 		"no pooled sandbox was ready":                                                         "none_ready",
 		"a pooled sandbox failed its check at dispatch: x":                                    "dispatch_failed",
 		"something new": "other",

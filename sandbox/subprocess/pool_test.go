@@ -350,15 +350,21 @@ func TestPoolNetnsCheckedAtDispatch(t *testing.T) {
 	}
 }
 
-// TestPoolColdReasons: what the pool cannot serve runs cold and says so.
+// TestPoolColdReasons: what the pool cannot serve runs cold and says so;
+// a variable the loader reads as the interpreter starts is in force in the
+// cold run's interpreter (LD_BIND_NOW: the loader resolved every symbol
+// before the program's first line, which its link map cannot show, so the
+// program reads its own /proc/self/environ: the interpreter's start).
 func TestPoolColdReasons(t *testing.T) {
-	s := newPooled(t, 1, Config{})
+	s := newPooled(t, 1, Config{EnvAllowlist: []string{"LD_BIND_NOW"}})
 	for _, tc := range []struct {
 		req  sandbox.Request
 		want string
 	}{
 		{sandbox.Request{Code: "1", Limits: sandbox.Limits{CPUSeconds: 60}}, "cpu_seconds above the pool's cap"},
 		{sandbox.Request{Code: "1", Network: true}, "the request grants the network"},
+		{sandbox.Request{Code: "b'LD_BIND_NOW=1' in open('/proc/self/environ', 'rb').read().split(b'\\0') or 1/0", Env: map[string]string{"LD_BIND_NOW": "1"}},
+			"env LD_BIND_NOW is read by the loader or libc as the interpreter starts"},
 	} {
 		res := runReq(t, s, tc.req)
 		if res.Isolation.Warm || res.Isolation.ColdReason != tc.want || res.Failure != nil {

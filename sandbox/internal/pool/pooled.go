@@ -130,13 +130,17 @@ func (p *Pool[T]) WaitWarm(ctx context.Context) error {
 
 // Warm takes a sandbox from p for req and dispatches it, or says why req
 // runs cold: what ColdReason says, a variable of the program's environment
-// (envNames) that the pool's preloaded modules read at import (imports,
-// nil without a preload), no sandbox ready (an empty pool with one being
+// (envNames) read as the interpreter starts (StartEnvReason) or that the
+// pool's preloaded modules read at import (imports, nil without a
+// preload), no sandbox ready (an empty pool with one being
 // started waits for that one, at most TakeWait, rather than start another
 // beside it), or one that failed dispatch, which is destroyed unused. It
 // returns the served sandbox's age.
 func Warm[T any](ctx context.Context, p *Pool[T], req *host.Request, caps sandbox.Limits, imports *ImportEnv, envNames []string, dispatch func(T) error, destroy func(T), log *slog.Logger) (item T, age time.Duration, coldReason string) {
 	if why := ColdReason(req, caps); why != "" {
+		return item, 0, why
+	}
+	if why := StartEnvReason(envNames); why != "" {
 		return item, 0, why
 	}
 	if why := imports.ColdReason(envNames); why != "" {

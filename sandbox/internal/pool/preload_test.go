@@ -102,3 +102,26 @@ func TestImportEnvBounded(t *testing.T) {
 		t.Errorf("past the bound: %q, want every variable cold", got)
 	}
 }
+
+// TestStartEnvReason: a variable the loader or glibc reads as a process
+// starts (by prefix too) sends a request cold, naming the first; others,
+// and a name that only begins like a prefix without its '_', do not.
+func TestStartEnvReason(t *testing.T) {
+	for names, want := range map[string]string{
+		"X,LD_PRELOAD":        "env LD_PRELOAD is read by the loader or libc as the interpreter starts",
+		"LD_LIBRARY_PATH":     "env LD_LIBRARY_PATH is read by the loader or libc as the interpreter starts",
+		"GLIBC_TUNABLES":      "env GLIBC_TUNABLES is read by the loader or libc as the interpreter starts",
+		"MALLOC_PERTURB_,TZ":  "env MALLOC_PERTURB_ is read by the loader or libc as the interpreter starts",
+		"LOCPATH":             "env LOCPATH is read by the loader or libc as the interpreter starts",
+		"TZ,LDAP_HOST,MALLOC": "",
+		"":                    "",
+	} {
+		var list []string
+		if names != "" {
+			list = strings.Split(names, ",")
+		}
+		if got := StartEnvReason(list); got != want {
+			t.Errorf("StartEnvReason(%v) = %q, want %q", list, got, want)
+		}
+	}
+}
