@@ -557,7 +557,7 @@ func procField(pid, i int) string {
 // process in it) leave no directory and no fd behind.
 func TestNewRemoveCycles(t *testing.T) {
 	forEachManager(t, func(t *testing.T, m *Manager) {
-		fds := countFds(t)
+		fds := len(testutil.OpenFDs())
 		var prefix string
 		t0 := time.Now()
 		for i := range 500 {
@@ -592,19 +592,10 @@ func TestNewRemoveCycles(t *testing.T) {
 				}
 			}
 		}
-		if n := countFds(t); n > fds {
+		if n := len(testutil.OpenFDs()); n > fds {
 			t.Errorf("%d fds open after the cycles, %d before", n, fds)
 		}
 	})
-}
-
-func countFds(t *testing.T) int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(entries)
 }
 
 // TestStaleRemoval: NewManager removes the runs of dead owners (processes

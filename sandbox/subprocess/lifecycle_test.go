@@ -170,7 +170,6 @@ func TestIDRange(t *testing.T) {
 // once the Sandbox is closed.
 func TestNoLeaks(t *testing.T) {
 	s := newTestSandbox(t, Config{})
-	fds := func() int { e, _ := os.ReadDir("/proc/self/fd"); return len(e) }
 	run := func() {
 		res, err := s.Run(context.Background(), sandbox.Request{Code: "import subprocess\nsubprocess.Popen(['sleep', '30'], start_new_session=True)\n1"})
 		if err != nil || res.Failure != nil {
@@ -179,12 +178,12 @@ func TestNoLeaks(t *testing.T) {
 	}
 	run()             // warm up lazily opened fds
 	s.removing.Wait() // the warm-up run's removal: its fds close there
-	before := fds()
+	before := len(testutil.OpenFDs())
 	for i := 0; i < 20; i++ {
 		run()
 	}
 	s.Close()
-	if after := fds(); after != before {
+	if after := len(testutil.OpenFDs()); after != before {
 		t.Errorf("open fds went from %d to %d over 20 runs", before, after)
 	}
 	mine := s.owner.String() + "-"

@@ -255,16 +255,6 @@ type hostState struct {
 	stacks     string
 }
 
-func openFDs() []string {
-	entries, _ := os.ReadDir("/proc/self/fd")
-	var out []string
-	for _, e := range entries {
-		target, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
-		out = append(out, e.Name()+" -> "+target)
-	}
-	return out
-}
-
 func rssBytes() int64 {
 	b, _ := os.ReadFile("/proc/self/status")
 	for _, l := range strings.Split(string(b), "\n") {
@@ -285,7 +275,7 @@ func goroutineStacks() string {
 func measure() hostState {
 	runtime.GC()
 	debug.FreeOSMemory()
-	return hostState{goroutines: runtime.NumGoroutine(), fds: openFDs(), rss: rssBytes(), stacks: goroutineStacks()}
+	return hostState{goroutines: runtime.NumGoroutine(), fds: testutil.OpenFDs(), rss: rssBytes(), stacks: goroutineStacks()}
 }
 
 // settle waits, within a bound that means "hang", until the goroutines and

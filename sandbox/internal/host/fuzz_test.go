@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/psych-runtime/psych/cgroups"
+	"github.com/psych-runtime/psych/internal/testutil"
 	"github.com/psych-runtime/psych/sandbox"
 	"github.com/psych-runtime/psych/sandbox/wire"
 	"github.com/psych-runtime/psych/test/contract"
@@ -393,16 +394,11 @@ func (r *fzRun) kill() {
 	r.exit()
 }
 
-func fzOpenFDs() int {
-	e, _ := os.ReadDir("/proc/self/fd")
-	return len(e)
-}
-
 func fuzzServeOne(t *testing.T, data []byte) {
 	s := parseScript(data)
 	want := oracle(s)
 	bound := time.Duration(float64(10*time.Second) * contract.TimeScale())
-	goroutines, fds := runtime.NumGoroutine(), fzOpenFDs()
+	goroutines, fds := runtime.NumGoroutine(), len(testutil.OpenFDs())
 
 	// What Request.Output was handed, per stream; a call once Finish has
 	// returned is an error.
@@ -741,7 +737,7 @@ func fzCheckLeaks(t *testing.T, goroutines, fds int, bound time.Duration) {
 	t.Helper()
 	end := time.Now().Add(bound)
 	for {
-		g, f := runtime.NumGoroutine(), fzOpenFDs()
+		g, f := runtime.NumGoroutine(), len(testutil.OpenFDs())
 		if g <= goroutines && f <= fds {
 			return
 		}
