@@ -260,6 +260,12 @@ type Isolation struct {
 	// (/proc/PID/mountinfo): "own:tmpfs" under a view of its own,
 	// "host:FSTYPE" where it shares the host's root.
 	RootMount string `json:"root_mount,omitempty"`
+	// FilesOut says the host collected what the run left in WorkDir and
+	// its figures (Result.Files, Artifacts). It is false where the host
+	// holds no handle on the run's tmpfs (a subprocess host that is not
+	// root, or its Landlock fallback): nothing the run wrote comes back,
+	// and nothing is listed as omitted.
+	FilesOut bool `json:"files_out"`
 	// Warm says the run was served by a sandbox of the backend's warm pool
 	// (PoolConfig), started AgeSeconds before dispatch. ColdReason says
 	// why a backend with a pool ran this request cold; empty without one.

@@ -660,6 +660,7 @@ func (r *run) serve(ctx context.Context) (*sandbox.Result, error) {
 	res.Files, res.FilesOmitted = r.ws.Collect(s.cfg.Files)
 	res.FilesTruncated = len(res.FilesOmitted) > 0
 	res.Artifacts, res.ArtifactsOmitted = r.ws.Artifacts(s.cfg.Files)
+	iso.FilesOut = true
 	if r.lost.Load() && !e.Reported() {
 		return nil, fmt.Errorf("%w: %s lost the container during the run; what is left is removed once it answers again", sandbox.ErrHostFault, s.eng.name())
 	}

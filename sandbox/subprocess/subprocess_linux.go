@@ -819,6 +819,9 @@ func (r *run) collectFiles(res *sandbox.Result) {
 	res.Files, res.FilesOmitted = r.ws.Collect(r.s.cfg.Files)
 	res.FilesTruncated = len(res.FilesOmitted) > 0
 	res.Artifacts, res.ArtifactsOmitted = r.ws.Artifacts(r.s.cfg.Files)
+	if res.Isolation != nil {
+		res.Isolation.FilesOut = true
+	}
 }
 
 // serveThenRemove serves a started run, cold or dispatched, and returns its

@@ -28,7 +28,29 @@ func (s *suite) filesCases() []struct {
 		{"FilesOutCaps", s.filesOutCaps},
 		{"FilesHostile", s.filesHostile},
 		{"FilesManyEmpty", s.filesManyEmpty},
+		{"FilesOutAttested", s.filesOutAttested},
 	}
+}
+
+// filesOutAttested: isolation.files_out tells the truth on every backend:
+// a file the run writes in its working directory comes back where it says
+// true, and where it says false (a host without a handle on the run's
+// tmpfs) nothing comes back and nothing is listed.
+func (s *suite) filesOutAttested(t *testing.T) {
+	sb := s.b.New(t, Options{})
+	// Where the working directory is not writable (the Landlock fallback's
+	// is the run's read-only directory), nothing is written: false must
+	// hold all the same.
+	res := s.runReq(t, sb, sandbox.Request{Code: "try:\n    open('out.txt', 'w').write('x')\nexcept OSError:\n    pass\n1"})
+	wantSuccess(t, res)
+	if res.Isolation == nil {
+		t.Fatal("no attestation")
+	}
+	got := len(res.Files) == 1 && res.Files[0].Path == "out.txt" && string(res.Files[0].Data) == "x"
+	if res.Isolation.FilesOut != got || !res.Isolation.FilesOut && (len(res.Files) > 0 || len(res.FilesOmitted) > 0) {
+		t.Fatalf("files_out %v, files %+v, omitted %+v: the attestation does not say what came back", res.Isolation.FilesOut, res.Files, res.FilesOmitted)
+	}
+	t.Logf("files_out %v", res.Isolation.FilesOut)
 }
 
 func sum(b []byte) string {
