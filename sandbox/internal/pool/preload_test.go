@@ -70,10 +70,7 @@ func TestImportEnvColdReason(t *testing.T) {
 		"OPENBLAS":               "", // not the prefix OPENBLAS_
 		"":                       "",
 	} {
-		var list []string
-		if names != "" {
-			list = strings.Split(names, ",")
-		}
+		list := splitNames(names)
 		if got := e.ColdReason(list); got != want {
 			t.Errorf("ColdReason(%v) = %q, want %q", list, got, want)
 		}
@@ -116,12 +113,17 @@ func TestStartEnvReason(t *testing.T) {
 		"TZ,LDAP_HOST,MALLOC": "",
 		"":                    "",
 	} {
-		var list []string
-		if names != "" {
-			list = strings.Split(names, ",")
-		}
+		list := splitNames(names)
 		if got := StartEnvReason(list); got != want {
 			t.Errorf("StartEnvReason(%v) = %q, want %q", list, got, want)
 		}
 	}
+}
+
+// splitNames is a test table's comma-separated names; none for "".
+func splitNames(names string) []string {
+	if names == "" {
+		return nil
+	}
+	return strings.Split(names, ",")
 }
