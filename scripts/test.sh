@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: the container engines and psych's image where the host can
-# have them (scripts/engines.sh, scripts/image.sh; root only), the wire
-# fuzzer and the host-core fuzzer, every package's tests under the race
+# have them (scripts/engines.sh, scripts/image.sh; root only; the image
+# builds beside the fuzzers), the wire fuzzer and the host-core fuzzer, every package's tests under the race
 # detector (the contract suite on the subprocess backend and on containerd,
 # podman and docker), the bootstrap's tests on Python 3.8-3.13, the Python
 # package's (scripts/python-client-test.sh), the soak's
@@ -31,12 +31,19 @@ phase() {
 	phase_start=$now
 }
 
+# The image builds in the background while the fuzzers run, which need no
+# image: on a fresh machine it is about 10 minutes, mostly debootstrap's
+# downloads and unpacking, and cached after that. It is waited for before
+# the race pass, whose container tests run it.
+image_pid=
+image_log=
 if [ "$(id -u)" = 0 ]; then
-	trap './scripts/engines.sh stop' EXIT
+	image_log=$(mktemp)
+	trap '[ -z "$image_pid" ] || kill -- -"$image_pid" 2>/dev/null || true; rm -f "$image_log"; ./scripts/engines.sh stop' EXIT
 	./scripts/engines.sh start
 	phase engines
-	GO="$GO" ./scripts/image.sh
-	phase image
+	GO="$GO" setsid -w ./scripts/image.sh >"$image_log" 2>&1 &
+	image_pid=$!
 fi
 "$GO" test -count=1 -run '^$' -fuzz FuzzDecoder -fuzztime "$FUZZTIME" -fuzzminimizetime 2s ./sandbox/wire
 phase fuzz
@@ -57,6 +64,14 @@ phase "fuzz the API's event reader"
 # The Go client's handling of whatever a server answers (client FuzzStream).
 "$GO" test -count=1 -run '^$' -fuzz '^FuzzStream$' -fuzztime "${CLIENT_FUZZTIME:-50000x}" -fuzzminimizetime 2s ./client
 phase "fuzz client"
+if [ -n "$image_pid" ]; then
+	rc=0
+	wait "$image_pid" || rc=$?
+	image_pid=
+	cat "$image_log" >&2
+	[ "$rc" = 0 ] || { echo "test: scripts/image.sh failed (exit $rc)" >&2; exit "$rc"; }
+	phase "image (built beside the fuzzers; this is the wait)"
+fi
 PSYCH_TEST_PYTHON=$PYTHON "$GO" test -race -count=1 -timeout 30m ./...
 phase "go test -race ./..."
 # test/k8s's tests build only with -tags k8s (make k8s-test runs them on a
