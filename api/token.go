@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 )
 
 // MaxTokenFile bounds what ReadToken reads of a token file.
@@ -12,17 +13,19 @@ const MaxTokenFile = 4 << 10
 
 // ReadToken reads a bearer token file, the one `psych serve --token-file`
 // and `psych run --host --token-file` both take: its first line, trimmed,
-// which must be at least 16 bytes. A file that is not regular (a FIFO is
-// refused without opening it), that its group or others can read or write,
-// or that is over MaxTokenFile bytes is refused.
+// which must be at least 16 bytes. A file that is not regular (refused
+// without being opened), that its group or others can read or write, or
+// that is over MaxTokenFile bytes is refused.
 func ReadToken(path string) (string, error) {
-	// Stat first: opening a FIFO would wait for its writer.
+	// Nothing but a regular file is opened (opening a device can act, a
+	// FIFO would wait for its writer); non-blocking, and what was opened
+	// checked again, for a path replaced in between.
 	if fi, err := os.Stat(path); err != nil {
 		return "", fmt.Errorf("read token: %w", err)
 	} else if !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("read token %s: not a regular file", path)
 	}
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", fmt.Errorf("read token: %w", err)
 	}
