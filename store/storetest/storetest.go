@@ -399,7 +399,7 @@ func fullExecution() (*psych.Execution, *sandbox.Result) {
 			LandlockScoped: []string{"signal"}, LandlockFS: []string{"/usr:read", "$HOME:write"}, InetRefused: true, SeccompDigest: "sha256:0123", Init: ps, Interpreter: ps,
 			Network: &sandbox.NetworkCheck{Verified: true, Links: []string{"lo"}, Reason: "n/a"}, Cgroup: "v2",
 			Freezable: true, PythonPath: "/usr/bin/python3", EnvKeys: []string{"HOME", "LANG", "PATH"},
-			Limits: map[string]string{"cpu": "10 11"}, RootMount: "own:tmpfs", Host: "node-a", Warm: true, AgeSeconds: 1.5, ColdReason: "no pooled sandbox was ready"},
+			Limits: map[string]string{"cpu": "10 11"}, RootMount: "own:tmpfs", FilesOut: true, Host: "node-a", Warm: true, AgeSeconds: 1.5, ColdReason: "no pooled sandbox was ready"},
 		Files:            []sandbox.OutFile{{Path: "out.png", Size: 4, SHA256: strings.Repeat("01", 32), Mode: 0o640, Data: []byte("\x89PNG")}},
 		FilesOmitted:     []sandbox.Omitted{{Path: "big", Size: 1 << 40, Reason: sandbox.OmitTooLarge}},
 		FilesTruncated:   true,
