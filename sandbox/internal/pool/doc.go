@@ -34,5 +34,7 @@
 //     internal/reexec).
 //   - preload.go: the preloaded frame (ReadPreloaded, bounded and strict),
 //     ImportEnv (what the imports read), PreloadEnv, EnvNames.
+//   - startenv.go: StartEnv, the variables read as the interpreter starts
+//     (a request with one runs cold: StartEnvReason).
 //   - errors.go: the sentinel errors.
 package pool

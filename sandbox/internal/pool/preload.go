@@ -185,17 +185,6 @@ func (e *ImportEnv) tableLocked(name string) string {
 	return ""
 }
 
-// matchesAny says whether name is one of patterns, a pattern ending in
-// '*' being a prefix.
-func matchesAny(name string, patterns []string) bool {
-	for _, v := range patterns {
-		if prefix, ok := strings.CutSuffix(v, "*"); name == v || ok && strings.HasPrefix(name, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
 // EnvNames are the names of the variables a program gets beyond the
 // sandbox's own, as Env builds them: each allowlisted one the request sets
 // or the host has set.
