@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: the container engines and psych's image where the host can
 # have them (scripts/engines.sh, scripts/image.sh; root only; the image
-# builds beside the fuzzers), the wire fuzzer and the host-core fuzzer, every package's tests under the race
+# builds beside the fuzzers), the wire fuzzer and the host-core fuzzer,
+# every package's tests under the race
 # detector (the contract suite on the subprocess backend and on containerd,
 # podman and docker), the bootstrap's tests on Python 3.8-3.13, the Python
 # package's (scripts/python-client-test.sh), the soak's
