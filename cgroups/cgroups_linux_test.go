@@ -557,7 +557,7 @@ func procField(pid, i int) string {
 // process in it) leave no directory and no fd behind.
 func TestNewRemoveCycles(t *testing.T) {
 	forEachManager(t, func(t *testing.T, m *Manager) {
-		fds := len(testutil.OpenFDs())
+		fds := testutil.CountFDs()
 		var prefix string
 		t0 := time.Now()
 		for i := range 500 {
@@ -592,7 +592,7 @@ func TestNewRemoveCycles(t *testing.T) {
 				}
 			}
 		}
-		if n := len(testutil.OpenFDs()); n > fds {
+		if n := testutil.CountFDs(); n > fds {
 			t.Errorf("%d fds open after the cycles, %d before", n, fds)
 		}
 	})

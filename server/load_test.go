@@ -34,7 +34,7 @@ func TestLoad(t *testing.T) {
 	ts := newTestServer(t, serverOpts{cfg: func(c *Config) { c.MaxRuns, c.Queue = 4, 8 }})
 	ts.run(t, `{"code":"1"}`) // the first run's one-time costs
 	ts.sb.Settle()
-	goroutines, fds, kids := runtime.NumGoroutine(), len(testutil.OpenFDs()), len(children())
+	goroutines, fds, kids := runtime.NumGoroutine(), testutil.CountFDs(), len(children())
 
 	tr := &http.Transport{MaxIdleConnsPerHost: clients, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", ts.sock)
@@ -80,7 +80,7 @@ func TestLoad(t *testing.T) {
 	tr.CloseIdleConnections()
 	ts.sb.Settle()
 	testutil.WaitFor(t, 20*time.Second, "the load's goroutines gone", func() bool { return runtime.NumGoroutine() <= goroutines+2 })
-	testutil.WaitFor(t, 20*time.Second, "the load's fds closed", func() bool { return len(testutil.OpenFDs()) <= fds+2 })
+	testutil.WaitFor(t, 20*time.Second, "the load's fds closed", func() bool { return testutil.CountFDs() <= fds+2 })
 	if left := children(); len(left) > kids {
 		t.Fatalf("processes left: %v (%d before the load)", left, kids)
 	}

@@ -178,12 +178,12 @@ func TestNoLeaks(t *testing.T) {
 	}
 	run()             // warm up lazily opened fds
 	s.removing.Wait() // the warm-up run's removal: its fds close there
-	before := len(testutil.OpenFDs())
+	before := testutil.CountFDs()
 	for i := 0; i < 20; i++ {
 		run()
 	}
 	s.Close()
-	if after := len(testutil.OpenFDs()); after != before {
+	if after := testutil.CountFDs(); after != before {
 		t.Errorf("open fds went from %d to %d over 20 runs", before, after)
 	}
 	mine := s.owner.String() + "-"

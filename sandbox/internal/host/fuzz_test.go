@@ -398,7 +398,7 @@ func fuzzServeOne(t *testing.T, data []byte) {
 	s := parseScript(data)
 	want := oracle(s)
 	bound := time.Duration(float64(10*time.Second) * contract.TimeScale())
-	goroutines, fds := runtime.NumGoroutine(), len(testutil.OpenFDs())
+	goroutines, fds := runtime.NumGoroutine(), testutil.CountFDs()
 
 	// What Request.Output was handed, per stream; a call once Finish has
 	// returned is an error.
@@ -737,7 +737,7 @@ func fzCheckLeaks(t *testing.T, goroutines, fds int, bound time.Duration) {
 	t.Helper()
 	end := time.Now().Add(bound)
 	for {
-		g, f := runtime.NumGoroutine(), len(testutil.OpenFDs())
+		g, f := runtime.NumGoroutine(), testutil.CountFDs()
 		if g <= goroutines && f <= fds {
 			return
 		}

@@ -506,14 +506,14 @@ func TestCacheHostileDir(t *testing.T) {
 			c, dir := primed(t, tc.root)
 			use := tc.plant(t, dir)
 			t.Cleanup(func() { os.Chmod(dir, 0o700) })
-			before := len(testutil.OpenFDs())
+			before := testutil.CountFDs()
 			f, o := mustLoad(t, c.path, use, false)
 			if !o.bypassed || !o.untrusted {
 				t.Fatalf("outcome %+v, want an untrusted, bypassed cache", o)
 			}
 			// A refused directory is closed, not left open per load (the
 			// refusals once closed the result's -1 instead).
-			if after := len(testutil.OpenFDs()); after != before {
+			if after := testutil.CountFDs(); after != before {
 				t.Errorf("%d open descriptors after the refused load, %d before", after, before)
 			}
 			t.Logf("bypassed: %s", o.reason)
